@@ -1,0 +1,63 @@
+"""Command line: `python -m gpucourse info | exercises [--check]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def command_info(args: argparse.Namespace) -> int:
+    """Print the banner (mode, device, diagnosis) and the bandwidth ceilings."""
+    import gpucourse
+
+    print(gpucourse.banner())
+    if not args.no_ceilings:
+        print(gpucourse.bandwidth_ceilings())
+    return 0
+
+
+def command_exercises(args: argparse.Namespace) -> int:
+    """Write exercises/ from solutions/, or with --check list what is stale."""
+    from gpucourse import exercises
+
+    solutions, student = Path(args.solutions), Path(args.exercises)
+    if args.check:
+        problems = exercises.stale(solutions, student)
+        for problem in problems:
+            print(problem)
+        if problems:
+            print("Run `python -m gpucourse exercises` to rebuild exercises/ from solutions/.")
+        return 1 if problems else 0
+    for path in exercises.build(solutions, student):
+        print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="print the banner and the device's bandwidth ceilings")
+    info.add_argument("--no-ceilings", action="store_true", help="skip measuring the copy ceiling")
+    info.set_defaults(run=command_info)
+    ex = sub.add_parser("exercises", help="generate exercises/ from solutions/")
+    ex.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
+    ex.add_argument("--solutions", default=str(_root() / "solutions"))
+    ex.add_argument("--exercises", default=str(_root() / "exercises"))
+    ex.set_defaults(run=command_exercises)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line."""
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

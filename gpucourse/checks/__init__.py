@@ -1,0 +1,104 @@
+"""Checks for exercise notebooks: run the student's code on fresh random data and say what is wrong.
+
+Every check raises `CheckFailed` (an AssertionError) with a message in plain words, or prints one
+line starting with a check mark. The generic pieces here catch the usual mistakes: a wrong shape or
+dtype, elements never written (a launch that does not cover the array), writes past the end of an
+array (caught by guard cells around it, or by the simulator's bounds checks), and wrong values.
+Chapter modules (`gpucourse.checks.ch1`, ...) build each exercise's check from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..arrays import poison_value, to_device, to_host, unwritten_mask
+
+
+class CheckFailed(AssertionError):
+    """An exercise answer that is not right yet; the message says what to change."""
+
+
+def passed(message: str) -> None:
+    """Tell the student the check passed."""
+    print(f"\u2705 {message}")
+
+
+def fail(problems: list[str], exercise: str) -> None:
+    """Raise CheckFailed listing `problems`, if there are any."""
+    if problems:
+        bullet = "\n  - "
+        raise CheckFailed(f"{exercise}: not yet right.{bullet}{bullet.join(problems)}")
+
+
+def array_problems(got, expected: np.ndarray, *, what: str = "the result", rtol: float = 1e-6, atol: float = 0.0,
+                   coverage_hint: str = "") -> list[str]:
+    """Compare a student's array with the reference; return the problems found, in words."""
+    if got is None:
+        return [f"{what} is None: return the output array (or fill the output argument) instead of nothing."]
+    if not hasattr(got, "shape"):
+        return [f"{what} should be an array; got {type(got).__name__}."]
+    got = to_host(got)
+    problems = []
+    if got.shape != expected.shape:
+        return [f"{what} has shape {got.shape}; expected {expected.shape}."]
+    if got.dtype != expected.dtype:
+        problems.append(f"{what} has dtype {got.dtype}; expected {expected.dtype}. Allocate it with dtype=numpy.{expected.dtype}.")
+    if got.dtype.kind in "fciu" and expected.dtype.kind in "fciu":
+        never = unwritten_mask(got) & ~unwritten_mask(expected)
+        if never.any():
+            first = tuple(int(i) for i in np.argwhere(never)[0])
+            problems.append(
+                f"{int(never.sum())} of {never.size} elements of {what} were never written (first at index "
+                f"{first[0] if len(first) == 1 else first}). {coverage_hint or 'Does the launch give every element a thread?'}"
+            )
+        written = ~never
+        close = np.isclose(got.astype(np.complex128 if got.dtype.kind == 'c' else np.float64),
+                           expected.astype(np.complex128 if expected.dtype.kind == 'c' else np.float64),
+                           rtol=rtol, atol=atol, equal_nan=True)
+        wrong = written & ~close
+        if wrong.any():
+            index = tuple(int(i) for i in np.argwhere(wrong)[0])
+            shown = index[0] if len(index) == 1 else index
+            problems.append(
+                f"{int(wrong.sum())} of {wrong.size} elements of {what} have wrong values; at index {shown} "
+                f"got {got[index]!r}, expected {expected[index]!r} (tolerance rtol={rtol:g}, atol={atol:g})."
+            )
+    return problems
+
+
+def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype, *inputs, guard: int = 32,
+                initial: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+    """Run `launch(out, *inputs)` on a device output framed by poisoned guard cells; return (out, problems).
+
+    The output handed to the student is a view into a larger buffer whose frame holds the poison
+    value: a write past its end lands there (on a GPU) or raises IndexError (in the simulator); both
+    are reported. The interior starts poisoned too, or as `initial` for kernels that update in place.
+    """
+    dtype = np.dtype(dtype)
+    padded_shape = tuple(n + 2 * guard for n in out_shape)
+    host = np.full(padded_shape, poison_value(dtype), dtype=dtype)
+    interior = tuple(slice(guard, guard + n) for n in out_shape)
+    if initial is not None:
+        host[interior] = initial
+    buffer = to_device(host)
+    out = buffer[interior]
+    try:
+        launch(out, *inputs)
+    except IndexError as exc:
+        return np.full(out_shape, poison_value(dtype), dtype), [
+            f"the kernel indexed outside an array ({exc}). On a GPU this corrupts memory silently; here the "
+            "simulator caught it. Add a bounds check such as `if i < out.size:` before you index."
+        ]
+    host = to_host(buffer)
+    frame = np.ones(padded_shape, dtype=bool)
+    frame[interior] = False
+    touched = frame & ~unwritten_mask(host)
+    problems = []
+    if touched.any():
+        problems.append(
+            f"the kernel wrote {int(touched.sum())} element(s) outside the output array. Threads past the end "
+            "must not write: add a bounds check such as `if i < out.size:`."
+        )
+    return host[interior], problems

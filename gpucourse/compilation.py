@@ -1,0 +1,76 @@
+"""What the compiler made of a Numba kernel: registers, shared and local memory, PTX and SASS.
+
+These reports exist only for real compilations: in simulator mode nothing is compiled, and every
+function here raises GPUOnlyFeature, which `gpucourse.gpu_only()` turns into one printed line.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+
+from . import mode
+from .errors import EnvironmentProblem, GPUOnlyFeature
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """Per-thread and per-block resources of one compiled version of a kernel."""
+
+    signature: str
+    registers: int
+    shared_bytes: int
+    local_bytes: int
+    const_bytes: int
+    max_threads_per_block: int
+
+
+def _overloads(kernel, feature: str) -> list:
+    if mode.is_simulator():
+        raise GPUOnlyFeature(feature, "the simulator compiles nothing (it runs the Python source)")
+    overloads = list(getattr(kernel, "overloads", {}).items())
+    if not overloads:
+        raise ValueError(f"{getattr(kernel, '__name__', kernel)!r} is not compiled yet: launch it (or call .compile(signature)) first")
+    return overloads
+
+
+def _signature_text(args) -> str:
+    return "(" + ", ".join(str(a) for a in args) + ")"
+
+
+def resource_usage(kernel) -> list[ResourceUsage]:
+    """Registers, shared, local and constant memory of every compiled version of `kernel`."""
+    return [
+        ResourceUsage(
+            signature=_signature_text(args),
+            registers=compiled.regs_per_thread,
+            shared_bytes=compiled.shared_mem_per_block,
+            local_bytes=compiled.local_mem_per_thread,
+            const_bytes=compiled.const_mem_size,
+            max_threads_per_block=compiled.max_threads_per_block,
+        )
+        for args, compiled in _overloads(kernel, "The compiler's resource report")
+    ]
+
+
+def ptx(kernel, index: int = 0) -> str:
+    """The PTX of compiled version `index` of `kernel` for the current device."""
+    from numba import cuda
+
+    args, compiled = _overloads(kernel, "PTX")[index]
+    return compiled.inspect_asm(cuda.get_current_device().compute_capability)
+
+
+def sass(kernel, index: int = 0) -> str:
+    """The SASS (machine code) of compiled version `index` of `kernel`; needs nvdisasm from the CUDA toolkit."""
+    args, compiled = _overloads(kernel, "SASS")[index]
+    if shutil.which("nvdisasm") is None:
+        raise EnvironmentProblem("SASS needs nvdisasm from the CUDA toolkit on the PATH (conda install cuda-nvdisasm).")
+    return compiled.inspect_sass()
+
+
+def count_matches(text: str, pattern: str) -> int:
+    """How many lines of an assembly listing match the regular expression `pattern`."""
+    regex = re.compile(pattern)
+    return sum(1 for line in text.splitlines() if regex.search(line))

@@ -1,0 +1,38 @@
+"""Exceptions the course raises: each message says what to change."""
+
+from __future__ import annotations
+
+
+class CourseError(Exception):
+    """Base class of every error the course raises on purpose."""
+
+
+class EnvironmentProblem(CourseError, RuntimeError):
+    """The Python environment or the machine cannot run the course as asked."""
+
+
+class GPUOnlyFeature(CourseError, RuntimeError):
+    """A feature that needs a real GPU (CuPy, a compiler report, a profiler) was used in simulator mode."""
+
+    def __init__(self, feature: str, reason: str = "this session runs in simulator mode (no usable GPU)"):
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs a CUDA GPU, and {reason}. "
+            "On a GPU machine this runs as shown; here it is skipped."
+        )
+
+
+class LaunchConfigError(CourseError, ValueError):
+    """A kernel launch configuration the device cannot run."""
+
+
+class ArrayArgumentError(CourseError, TypeError):
+    """An array argument of the wrong kind, dtype, shape or memory space."""
+
+
+class TimingError(CourseError, RuntimeError):
+    """A benchmark could not be measured as asked."""
+
+
+class MPIError(CourseError, RuntimeError):
+    """MPI cannot do what was asked (for example, it is not CUDA-aware)."""

@@ -1,0 +1,1 @@
+"""Kernels of the course, one module per chapter or theme."""

@@ -1,0 +1,94 @@
+"""Plots shared by the chapters: achieved bandwidth against the device's ceilings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .timing import Ceilings
+
+SIMULATOR_NOTE = "simulator: these times measure Python threads, not a GPU"
+
+
+def _pyplot():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_ceilings(ax, ceilings: Ceilings | None) -> None:
+    """Draw the theoretical peak and measured copy bandwidth as horizontal lines (GB/s)."""
+    if ceilings is None or ceilings.simulated:
+        return
+    if ceilings.theoretical_gbs:
+        ax.axhline(ceilings.theoretical_gbs, color="black", linestyle="--", linewidth=1,
+                   label=f"theoretical peak {ceilings.theoretical_gbs:.0f} GB/s")
+    ax.axhline(ceilings.copy_gbs, color="tab:green", linestyle=":", linewidth=1.5,
+               label=f"measured copy {ceilings.copy_gbs:.0f} GB/s")
+
+
+def mark_simulated(ax, simulated: bool) -> None:
+    """Write a plain warning across a plot whose times come from the simulator."""
+    if simulated:
+        ax.text(0.5, 0.5, SIMULATOR_NOTE, transform=ax.transAxes, ha="center", va="center",
+                fontsize=11, color="tab:red", alpha=0.6, rotation=15)
+
+
+def plot_bandwidth(
+    x: Sequence,
+    gbs: Sequence[float],
+    *,
+    xlabel: str,
+    ceilings: Ceilings | None = None,
+    label: str | None = None,
+    title: str | None = None,
+    simulated: bool = False,
+    ax=None,
+    logx: bool = False,
+):
+    """Plot achieved GB/s over a sweep (one line), with the ceilings; return the axes."""
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(list(x), list(gbs), marker="o", label=label)
+    draw_ceilings(ax, ceilings)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("effective bandwidth (GB/s)")
+    ax.set_ylim(bottom=0)
+    if title:
+        ax.set_title(title)
+    mark_simulated(ax, simulated)
+    if label or ceilings is not None:
+        ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def bar_bandwidth(
+    labels: Sequence[str],
+    gbs: Sequence[float],
+    *,
+    ceilings: Ceilings | None = None,
+    title: str | None = None,
+    simulated: bool = False,
+    ax=None,
+):
+    """Bar chart of achieved GB/s for several kernels, with the ceilings; return the axes."""
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(5, 1.2 * len(labels)), 4))
+    bars = ax.bar(list(labels), list(gbs), color="tab:blue")
+    for bar, value in zip(bars, gbs):
+        ax.annotate(f"{value:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    draw_ceilings(ax, ceilings)
+    ax.set_ylabel("effective bandwidth (GB/s)")
+    ax.set_ylim(bottom=0)
+    ax.tick_params(axis="x", labelrotation=20)
+    if title:
+        ax.set_title(title)
+    mark_simulated(ax, simulated)
+    if ceilings is not None and not ceilings.simulated:
+        ax.legend(loc="lower right", fontsize=8)
+    return ax

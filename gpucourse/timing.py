@@ -1,0 +1,311 @@
+"""Timing kernels honestly: device events, warm-up, repeats, medians, and launches queued behind a gate.
+
+On a GPU a Numba launch costs the host tens of microseconds, longer than many kernels run. Events
+recorded around launches issued one by one would then time the host, not the kernel. `benchmark`
+therefore holds the stream with a tiny *gate* kernel that spins until the host has queued every
+timed call, then lets them run back to back: the events see only GPU time. The host's own cost per
+call is measured separately, and a kernel whose host cost exceeds its GPU time is reported as
+launch-bound. In simulator mode the same function times with the wall clock, and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import mode
+from .arrays import require_cupy
+from .errors import TimingError
+
+GATE_SOURCE = r"""
+extern "C" __global__ void gpucourse_gate(const volatile int* flag, int* status, unsigned long long timeout_ns)
+{
+    // Spin until the host sets *flag, so that launches queued behind this kernel run back to back.
+    // Give up after timeout_ns, so that a host that never sets the flag cannot hang the GPU.
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while (*flag == 0) {
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(1000);
+#endif
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > timeout_ns) { *status = 1; return; }
+    }
+    *status = 0;
+}
+"""
+
+
+def effective_bandwidth_gbs(bytes_moved: float, milliseconds: float) -> float:
+    """Effective bandwidth in GB/s (1e9 bytes per second) for `bytes_moved` bytes in `milliseconds` ms."""
+    if milliseconds <= 0:
+        raise ValueError(f"time must be positive; got {milliseconds} ms")
+    return bytes_moved / (milliseconds * 1e-3) / 1e9
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The result of `benchmark`: per-call times in ms and how they were taken."""
+
+    samples_ms: tuple[float, ...]
+    calls_per_sample: int
+    clock: str
+    host_ms_per_call: float | None = None
+    gated: bool = False
+
+    @property
+    def median_ms(self) -> float:
+        """Median time of one call, in ms."""
+        return statistics.median(self.samples_ms)
+
+    @property
+    def min_ms(self) -> float:
+        """Fastest sample, per call, in ms."""
+        return min(self.samples_ms)
+
+    @property
+    def max_ms(self) -> float:
+        """Slowest sample, per call, in ms."""
+        return max(self.samples_ms)
+
+    @property
+    def simulated(self) -> bool:
+        """True when the times were taken in the simulator (they say nothing about a GPU)."""
+        return self.clock.startswith("simulator")
+
+    @property
+    def launch_bound(self) -> bool:
+        """True when the host needs longer to issue a call than the GPU needs to run it."""
+        return (not self.simulated) and self.host_ms_per_call is not None and self.host_ms_per_call > self.median_ms
+
+    def bandwidth_gbs(self, bytes_moved: float) -> float:
+        """Effective bandwidth in GB/s for a call that moves `bytes_moved` bytes, at the median time."""
+        return effective_bandwidth_gbs(bytes_moved, self.median_ms)
+
+    def __str__(self) -> str:
+        text = (
+            f"median {self.median_ms:.4g} ms (min {self.min_ms:.4g}, max {self.max_ms:.4g}; "
+            f"{len(self.samples_ms)} samples of {self.calls_per_sample} call(s), {self.clock})"
+        )
+        if self.launch_bound:
+            text += (
+                f"; launch-bound: the host needs {1e3 * self.host_ms_per_call:.0f} us to issue a call, "
+                f"the GPU {1e3 * self.median_ms:.0f} us to run it"
+            )
+        if self.simulated:
+            text += "; simulator time, not GPU time"
+        return text
+
+
+def synchronize() -> None:
+    """Wait until the current device has finished all queued work (a no-op in the simulator)."""
+    if mode.is_simulator():
+        return
+    from numba import cuda
+
+    cuda.synchronize()
+
+
+class _Gate:
+    """The gate kernel, its pinned host flag and its status word, for one device."""
+
+    def __init__(self) -> None:
+        cupy = require_cupy("the gated timing loop")
+        self.kernel = cupy.RawKernel(GATE_SOURCE, "gpucourse_gate")
+        self._flag_memory = cupy.cuda.alloc_pinned_memory(4)
+        self.flag = np.frombuffer(self._flag_memory, dtype=np.int32, count=1)
+        self.status = cupy.zeros(1, dtype=np.int32)
+
+    def close(self, stream, timeout_ms: float) -> None:
+        self.flag[0] = 0
+        self.status.fill(0)
+        self.kernel((1,), (1,), (self._flag_memory.ptr, self.status, np.uint64(int(timeout_ms * 1e6))), stream=stream)
+
+    def open(self) -> None:
+        self.flag[0] = 1
+
+    def timed_out(self) -> bool:
+        return bool(int(self.status.get()[0]))
+
+
+@functools.cache
+def _gate_for_device(ordinal: int) -> _Gate:
+    return _Gate()
+
+
+def _cupy_stream(stream):
+    cupy = require_cupy("CUDA event timing")
+    if stream is None or stream == 0:
+        return cupy.cuda.Stream.null
+    if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
+        return stream
+    handle = getattr(stream, "handle", stream)
+    pointer = int(getattr(handle, "value", handle) or 0)
+    return cupy.cuda.Stream.null if pointer == 0 else cupy.cuda.ExternalStream(pointer)
+
+
+def _simulated_benchmark(fn: Callable[[], object], warmup: int, repeat: int, calls_per_sample: int) -> Timing:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls_per_sample):
+            fn()
+        samples.append(1e3 * (time.perf_counter() - start) / calls_per_sample)
+    return Timing(tuple(samples), calls_per_sample, "simulator wall clock")
+
+
+def benchmark(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 2,
+    repeat: int | None = None,
+    calls_per_sample: int | None = None,
+    min_sample_ms: float = 2.0,
+    max_calls_per_sample: int = 200,
+    stream=None,
+) -> Timing:
+    """Time `fn()` (which queues GPU work) in ms per call: warm-up, then the median of `repeat` samples.
+
+    On a GPU each sample queues `calls_per_sample` calls behind a gate and times them with CUDA
+    events; `fn` must not synchronize (if it does, the gate is noticed to time out and each call
+    is timed alone instead). In the simulator, the wall clock times each call.
+    """
+    if warmup < 0 or (repeat is not None and repeat < 1):
+        raise ValueError("warmup must be >= 0 and repeat >= 1")
+    if mode.is_simulator():
+        return _simulated_benchmark(fn, warmup, repeat or 3, calls_per_sample or 1)
+
+    from numba import cuda
+
+    cupy = require_cupy("CUDA event timing")
+    repeat = repeat or 20
+    cupy_stream = _cupy_stream(stream)
+    gate = _gate_for_device(cuda.get_current_device().id)
+    start_event, end_event = cupy.cuda.Event(), cupy.cuda.Event()
+
+    for _ in range(max(warmup, 1)):  # compile, load modules, create handles: kept out of the numbers
+        fn()
+    cuda.synchronize()
+
+    issue_start = time.perf_counter()
+    for _ in range(3):
+        fn()
+    host_ms_per_call = 1e3 * (time.perf_counter() - issue_start) / 3
+    cuda.synchronize()
+
+    def gated_sample(calls: int) -> float | None:
+        timeout_ms = 200.0 + 10.0 * calls * host_ms_per_call
+        gate.close(cupy_stream, timeout_ms)
+        start_event.record(cupy_stream)
+        for _ in range(calls):
+            fn()
+        end_event.record(cupy_stream)
+        gate.open()
+        end_event.synchronize()
+        cuda.synchronize()
+        if gate.timed_out():
+            return None
+        return cupy.cuda.get_elapsed_time(start_event, end_event) / calls
+
+    def plain_sample(calls: int) -> float:
+        start_event.record(cupy_stream)
+        for _ in range(calls):
+            fn()
+        end_event.record(cupy_stream)
+        end_event.synchronize()
+        return cupy.cuda.get_elapsed_time(start_event, end_event) / calls
+
+    first = gated_sample(1)
+    gated = first is not None
+    if not gated:  # fn waits for the GPU, so launches cannot be queued: time each call on its own
+        first = plain_sample(1)
+    if calls_per_sample is None:
+        calls_per_sample = int(min(max_calls_per_sample, max(1, math.ceil(min_sample_ms / max(first, 1e-6)))))
+    samples = []
+    for _ in range(repeat):
+        value = gated_sample(calls_per_sample) if gated else plain_sample(calls_per_sample)
+        if value is None:  # the host was interrupted while queueing (rare): take the sample again once
+            value = gated_sample(calls_per_sample)
+        if value is None:
+            raise TimingError(
+                "the gate that holds timed launches timed out twice: the host took too long to queue "
+                f"{calls_per_sample} calls. Pass calls_per_sample= a smaller number."
+            )
+        samples.append(value)
+    clock = "CUDA events, launches queued behind a gate" if gated else "CUDA events, one call at a time (fn synchronizes)"
+    return Timing(tuple(samples), calls_per_sample, clock, host_ms_per_call, gated)
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The device's bandwidth ceilings in GB/s: theoretical peak and a measured device-to-device copy."""
+
+    device: str
+    theoretical_gbs: float | None
+    copy_gbs: float
+    copy_bytes: int
+    simulated: bool
+
+    def fraction_of_copy(self, gbs: float) -> float:
+        """`gbs` as a fraction of the measured copy bandwidth."""
+        return gbs / self.copy_gbs
+
+    def __str__(self) -> str:
+        if self.simulated:
+            return (
+                f"{self.device}: no GPU ceilings. A host memory copy of {self.copy_bytes / 2**20:.0f} MiB moved "
+                f"{self.copy_gbs:.1f} GB/s (host memory, not a GPU figure)."
+            )
+        theory = f"theoretical peak {self.theoretical_gbs:.0f} GB/s, " if self.theoretical_gbs else ""
+        fraction = f" ({self.copy_gbs / self.theoretical_gbs:.0%} of peak)" if self.theoretical_gbs else ""
+        return f"{self.device}: {theory}measured device-to-device copy {self.copy_gbs:.0f} GB/s{fraction}"
+
+
+def _copy_size_bytes(device) -> int:
+    size = 256 * 2**20
+    if device.l2_cache_bytes:
+        size = max(size, 16 * device.l2_cache_bytes)
+    if device.total_memory_bytes:
+        size = min(size, device.total_memory_bytes // 8)
+    return size
+
+
+@functools.cache
+def _ceilings_for(ordinal: int, simulated: bool) -> Ceilings:
+    from .device import current_device
+
+    device = current_device()
+    if simulated:
+        nbytes = 64 * 2**20
+        source = np.ones(nbytes // 4, dtype=np.float32)
+        target = np.empty_like(source)
+        timing = _simulated_benchmark(lambda: np.copyto(target, source), warmup=1, repeat=5, calls_per_sample=1)
+        return Ceilings(device.name, None, timing.bandwidth_gbs(2 * nbytes), nbytes, True)
+    cupy = require_cupy("the device-to-device copy ceiling")
+    nbytes = _copy_size_bytes(device)
+    source = cupy.ones(nbytes // 4, dtype=cupy.float32)
+    target = cupy.empty_like(source)
+    kind = cupy.cuda.runtime.memcpyDeviceToDevice
+
+    def copy() -> None:
+        cupy.cuda.runtime.memcpyAsync(target.data.ptr, source.data.ptr, nbytes, kind, 0)
+
+    timing = benchmark(copy, repeat=15)
+    return Ceilings(device.name, device.theoretical_bandwidth_gbs, timing.bandwidth_gbs(2 * nbytes), nbytes, False)
+
+
+def bandwidth_ceilings() -> Ceilings:
+    """Measure (once per device and session) the practical copy ceiling and report it with the theoretical peak."""
+    if mode.is_simulator():
+        return _ceilings_for(0, True)
+    from numba import cuda
+
+    return _ceilings_for(cuda.get_current_device().id, False)

@@ -1,0 +1,31 @@
+"""Shared test helpers. The same tests run on a GPU and in the simulator; sizes come from gpucourse."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpucourse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def device():
+    return gpucourse.current_device()
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (a fresh mode choice) with extra environment variables."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_MODE", "NUMBA_ENABLE_CUDASIM")}
+    environment.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300)

@@ -1,0 +1,114 @@
+"""Chapter 1 kernels against NumPy references on random data (outputs poisoned first)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpucourse
+from gpucourse import mode
+from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
+from gpucourse.kernels import intro
+
+
+def test_increment_one_block(device):
+    n = min(device.max_threads_per_block, gpucourse.problem_size("threads_per_block"))
+    host = gpucourse.random_array(n, np.int32, seed=1, low=-1000, high=1000)
+    a = gpucourse.to_device(host)
+    intro.increment_one_block(a, 3)
+    assert np.array_equal(gpucourse.to_host(a), host + 3)
+    with pytest.raises(LaunchConfigError, match="limit"):
+        intro.increment_one_block(gpucourse.to_device(np.zeros(device.max_threads_per_block + 1, np.int32)), 1)
+    with pytest.raises(ArrayArgumentError, match="int32"):
+        intro.increment_one_block(gpucourse.to_device(np.zeros(4, np.float32)), 1)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64])
+def test_increment_many_blocks(dtype):
+    n = gpucourse.problem_size("increment") + 13  # not a multiple of the block size
+    host = gpucourse.random_array(n, dtype, seed=2, low=-100, high=100)
+    a = gpucourse.to_device(host)
+    intro.increment(a, 3, threads_per_block=128)
+    np.testing.assert_array_equal(gpucourse.to_host(a), host + dtype(3))
+
+
+def test_increment_grid_stride_covers_more_than_the_grid():
+    n = gpucourse.problem_size("increment") + 5
+    host = gpucourse.random_array(n, np.float32, seed=3)
+    a = gpucourse.to_device(host)
+    intro.increment_grid_stride(a, 2.0, blocks=2, threads_per_block=64)  # 128 threads, many more elements
+    np.testing.assert_array_equal(gpucourse.to_host(a), host + np.float32(2))
+
+
+@pytest.mark.parametrize("column_major", [False, True])
+def test_increment_2d(column_major):
+    rows, cols = gpucourse.problem_size("increment_2d")
+    shape = (rows + 3, cols + 5)
+    host = gpucourse.random_array(shape, np.float32, seed=4)
+    a = gpucourse.to_device(host)
+    intro.increment_2d(a, 1.5, threads_per_block=(16, 4), column_major=column_major)
+    np.testing.assert_array_equal(gpucourse.to_host(a), host + np.float32(1.5))
+
+
+def test_launch_2d_orientation():
+    blocks, threads = intro.launch_2d((100, 300), (32, 8))
+    assert threads == (32, 8) and blocks == (10, 13)  # x across the 300 columns, y across the 100 rows
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-6), (np.float64, 1e-15)])
+def test_axpy_in_both_precisions(dtype, rtol):
+    n = gpucourse.problem_size("saxpy") + 7
+    x, y = gpucourse.random_array(n, dtype, seed=5), gpucourse.random_array(n, dtype, seed=6)
+    y_d = gpucourse.to_device(y)
+    intro.axpy(2.5, gpucourse.to_device(x), y_d)
+    got = gpucourse.to_host(y_d)
+    assert got.dtype == dtype
+    reference = 2.5 * x.astype(np.float64) + y.astype(np.float64)
+    np.testing.assert_allclose(got, reference, rtol=rtol, atol=4 * np.finfo(dtype).eps)
+
+
+def test_axpy_refuses_mixed_precision():
+    x = gpucourse.to_device(np.zeros(8, np.float64))
+    y = gpucourse.to_device(np.zeros(8, np.float32))
+    with pytest.raises(ArrayArgumentError, match="float64.*compiled for float32"):
+        intro.axpy(1.0, x, y)
+    with pytest.raises(ArrayArgumentError, match="float32 or float64"):
+        intro.axpy(1.0, gpucourse.to_device(np.zeros(8, np.int32)), gpucourse.to_device(np.zeros(8, np.int32)))
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-4), (np.float64, 1e-12)])
+def test_multiply_add_chain(dtype, rtol):
+    n, steps = gpucourse.problem_size("fp_rate")
+    host = gpucourse.random_array(n, dtype, seed=7)
+    values = gpucourse.to_device(host)
+    intro.multiply_add_chain(values, steps)
+    np.testing.assert_allclose(gpucourse.to_host(values), intro.multiply_add_chain_reference(host, steps), rtol=rtol, atol=1e-6)
+    assert intro.multiply_add_flops(n, steps) == 4 * n * steps
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-5), (np.float64, 1e-13)])
+def test_matmul_naive(dtype, rtol):
+    n = gpucourse.problem_size("sgemm")
+    a = gpucourse.random_array((n, n + 3), dtype, seed=8)
+    b = gpucourse.random_array((n + 3, n - 1), dtype, seed=9)
+    c = gpucourse.to_device(gpucourse.poisoned((n, n - 1), dtype))
+    intro.matmul_naive(gpucourse.to_device(a), gpucourse.to_device(b), c)
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(gpucourse.to_host(c), reference, rtol=rtol, atol=rtol * n)
+    assert intro.matmul_flops(2, 3, 4) == 48
+    with pytest.raises(ValueError, match="inner sizes"):
+        intro.matmul_naive(gpucourse.to_device(a), gpucourse.to_device(a), gpucourse.to_device(np.zeros((n, n + 3), dtype)))
+
+
+def test_increment_cuda_c():
+    n = gpucourse.problem_size("increment") + 1
+    host = gpucourse.random_array(n, np.float32, seed=10)
+    if mode.is_simulator():
+        with pytest.raises(GPUOnlyFeature, match="RawKernel"):
+            intro.increment_cuda_c(host, 1.0)
+        return
+    import cupy
+
+    a = cupy.asarray(host)
+    intro.increment_cuda_c(a, 1.0)
+    np.testing.assert_array_equal(a.get(), host + np.float32(1))
