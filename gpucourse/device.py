@@ -44,6 +44,7 @@ class DeviceInfo:
     max_shared_per_block: int = 48 * 1024
     max_shared_per_block_optin: int | None = None
     max_shared_per_multiprocessor: int | None = None
+    reserved_shared_per_block: int | None = None
     max_registers_per_block: int | None = None
     max_registers_per_multiprocessor: int | None = None
     max_threads_per_multiprocessor: int | None = None
@@ -113,6 +114,7 @@ def _from_probe(info: dict, driver_version: int | None) -> DeviceInfo:
         max_shared_per_block=info["max_shared_per_block"],
         max_shared_per_block_optin=info["max_shared_per_block_optin"],
         max_shared_per_multiprocessor=info["max_shared_per_multiprocessor"],
+        reserved_shared_per_block=info["reserved_shared_per_block"],
         max_registers_per_block=info["max_registers_per_block"],
         max_registers_per_multiprocessor=info["max_registers_per_multiprocessor"],
         max_threads_per_multiprocessor=info["max_threads_per_multiprocessor"],
