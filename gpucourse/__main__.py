@@ -33,7 +33,7 @@ def command_exercises(args: argparse.Namespace) -> int:
         if problems:
             print("Run `python -m gpucourse exercises` to rebuild exercises/ from solutions/.")
         return 1 if problems else 0
-    for path in exercises.build(solutions, student):
+    for path in exercises.build(solutions, student, only=args.only):
         print(f"wrote {path}")
     return 0
 
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(run=command_info)
     ex = sub.add_parser("exercises", help="generate exercises/ from solutions/")
     ex.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
+    ex.add_argument("--only", metavar="NAME.ipynb", help="rebuild only this solution notebook's exercise")
     ex.add_argument("--solutions", default=str(_root() / "solutions"))
     ex.add_argument("--exercises", default=str(_root() / "exercises"))
     ex.set_defaults(run=command_exercises)

@@ -120,20 +120,20 @@ def dumps(notebook: dict) -> str:
     return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _expected(solutions: Path) -> dict[str, tuple[str, str]]:
-    """For each solution notebook name: (normalised solution text, student text)."""
+def _expected(solutions: Path, only: str | None = None) -> dict[str, tuple[str, str]]:
+    """For each solution notebook name (or just `only`): (normalised solution text, student text)."""
     expected = {}
-    for path in sorted(solutions.glob("*.ipynb")):
+    for path in sorted(solutions.glob(only or "*.ipynb")):
         notebook = json.loads(path.read_text(encoding="utf-8"))
         expected[path.name] = (dumps(normalise_solution(notebook, path.stem)), dumps(student_version(notebook, path.stem)))
     return expected
 
 
-def build(solutions: Path, exercises: Path) -> list[Path]:
-    """Normalise every solution notebook and write its student version; return the files written."""
+def build(solutions: Path, exercises: Path, only: str | None = None) -> list[Path]:
+    """Normalise every solution notebook (or just `only`) and write its student version; return the files written."""
     exercises.mkdir(parents=True, exist_ok=True)
     written = []
-    expected = _expected(solutions)
+    expected = _expected(solutions, only)
     for name, (solution_text, student_text) in expected.items():
         if (solutions / name).read_text(encoding="utf-8") != solution_text:
             (solutions / name).write_text(solution_text, encoding="utf-8")
@@ -142,10 +142,11 @@ def build(solutions: Path, exercises: Path) -> list[Path]:
         if not target.exists() or target.read_text(encoding="utf-8") != student_text:
             target.write_text(student_text, encoding="utf-8")
             written.append(target)
-    for orphan in sorted(exercises.glob("*.ipynb")):
-        if orphan.name not in expected:
-            orphan.unlink()
-            written.append(orphan)
+    if only is None:
+        for orphan in sorted(exercises.glob("*.ipynb")):
+            if orphan.name not in expected:
+                orphan.unlink()
+                written.append(orphan)
     return written
 
 
