@@ -74,3 +74,21 @@ def count_matches(text: str, pattern: str) -> int:
     """How many lines of an assembly listing match the regular expression `pattern`."""
     regex = re.compile(pattern)
     return sum(1 for line in text.splitlines() if regex.search(line))
+
+
+# Options the simulator's cuda.jit accepts; the others only change generated code, which it has none of.
+_SIMULATOR_OPTIONS = {"device", "debug", "fastmath", "opt", "cache", "shared_memory_carveout", "inline"}
+
+
+def jit_variant(kernel, **options):
+    """Compile the Python source of `kernel` again with other options (e.g. max_registers=16, fastmath=True).
+
+    In simulator mode the options that only shape machine code (such as max_registers) are dropped,
+    since the simulator runs the Python source as it is.
+    """
+    from numba import cuda
+
+    source = getattr(kernel, "py_func", None) or getattr(kernel, "fn", None) or kernel
+    if mode.is_simulator():
+        options = {key: value for key, value in options.items() if key in _SIMULATOR_OPTIONS}
+    return cuda.jit(**options)(source)

@@ -39,7 +39,8 @@ def _source(cell: dict) -> str:
 
 def _hint(line: str) -> str:
     rest = line.split(BEGIN_SOLUTION, 1)[1].strip()
-    rest = rest.strip("()").strip()
+    if rest.startswith("(") and rest.endswith(")"):  # one pair of brackets around the whole hint
+        rest = rest[1:-1].strip()
     if rest.lower().startswith("hint:"):
         rest = rest[5:].strip()
     return rest or DEFAULT_HINT

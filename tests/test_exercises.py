@@ -27,6 +27,11 @@ def test_solution_block_becomes_a_stub_with_the_hint():
     assert out.startswith("def f(x):") and out.endswith("print(f(2))")
 
 
+def test_hint_keeps_its_own_brackets():
+    out = strip_solutions("### BEGIN SOLUTION (hint: call f(a, b))\nx = 1\n### END SOLUTION", "code")
+    assert "raise NotImplementedError('call f(a, b)')" in out
+
+
 def test_default_hint_and_markdown_answers():
     assert "run the check cell" in strip_solutions("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "code")
     assert strip_solutions("Why?\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION", "markdown") == "Why?\nYOUR ANSWER HERE"
@@ -87,3 +92,19 @@ def test_every_exercise_notebook_ends_with_checks(root):
         assert answers, f"{path.name} has no exercise"
         for answer in answers:
             assert any(check > answer for check in checks), f"{path.name}: the answer in cell {answer} has no check cell after it"
+
+
+def test_student_notebooks_stop_at_the_first_stub(root):
+    """Run each exercise notebook as a student first gets it: the first error is the hint of exercise 1."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    for path in sorted((root / "exercises").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        NotebookClient(notebook, timeout=600, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        errors = [(cell, out) for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs if out.output_type == "error"]
+        assert errors, f"{path.name}: the student version runs without any stub raising"
+        first_cell, first_error = errors[0]
+        assert first_error.ename == "NotImplementedError", f"{path.name}: first error is {first_error.ename}: {first_error.evalue}"
+        assert "YOUR CODE HERE" in first_cell.source and first_error.evalue.strip("'\"")

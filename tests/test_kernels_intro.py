@@ -112,3 +112,69 @@ def test_increment_cuda_c():
     a = cupy.asarray(host)
     intro.increment_cuda_c(a, 1.0)
     np.testing.assert_array_equal(a.get(), host + np.float32(1))
+
+
+@pytest.mark.parametrize("typed", [True, False])
+def test_scale_both_ways(typed):
+    n = gpucourse.problem_size("saxpy") + 3
+    host = gpucourse.random_array(n, np.float32, seed=11)
+    x = gpucourse.to_device(host)
+    intro.scale(x, 2.5, typed=typed)
+    np.testing.assert_allclose(gpucourse.to_host(x), 2.5 * host.astype(np.float64), rtol=1e-7)
+    with pytest.raises(ValueError, match="literal 2.5"):
+        intro.scale(x, 3.0, typed=False)
+
+
+def test_float_literal_makes_double_precision_instructions():
+    from gpucourse import compilation
+
+    x = gpucourse.to_device(np.ones(64, np.float32))
+    intro.scale(x, 2.5, typed=True)
+    intro.scale(x, 2.5, typed=False)
+    if mode.is_simulator():
+        with pytest.raises(GPUOnlyFeature, match="PTX"):
+            compilation.ptx(intro.scale_by_literal_kernel)
+        return
+    literal = compilation.count_matches(compilation.ptx(intro.scale_by_literal_kernel), r"\.f64")
+    typed = compilation.count_matches(compilation.ptx(intro.scale_by_typed_constant_kernel), r"\.f64")
+    assert literal > 0 and typed == 0
+    usage = compilation.resource_usage(intro.scale_by_typed_constant_kernel)
+    assert usage[0].registers > 0 and usage[0].local_bytes == 0
+
+
+def test_unchecked_kernel_writes_past_the_end():
+    from gpucourse.checks import run_guarded
+
+    n = 100
+    initial = np.zeros(n, np.float32)
+    got, problems = run_guarded(lambda out: intro.increment_unchecked_kernel[2, 64](out, np.float32(1)), (n,), np.float32,
+                                initial=initial)
+    if mode.is_simulator():  # the simulator checks every index and stops the kernel
+        assert problems and "indexed outside" in problems[0]
+    else:  # the GPU does not check: the 28 extra threads write into the guard cells
+        assert problems and "28 element(s) outside" in problems[0]
+        assert np.array_equal(got, initial + 1)
+
+
+def test_run_python_script():
+    from gpucourse.errors import EnvironmentProblem
+    from gpucourse.scripts import last_lines, run_python
+
+    result = run_python("import gpucourse; print(gpucourse.MODE)", env={**__import__("os").environ, "GPUCOURSE_MODE": gpucourse.MODE})
+    assert result.returncode == 0 and result.stdout.strip() == gpucourse.MODE
+    assert last_lines("a\n\nb\nc\n", 2) == "b\nc"
+    with pytest.raises(EnvironmentProblem, match="not on the PATH"):
+        run_python("pass", tool=["no-such-profiler-xyz"])
+
+
+def test_jit_variant_runs_the_same_source():
+    from gpucourse import compilation
+
+    n = 64
+    a = gpucourse.random_array((n, n), np.float32, seed=12)
+    c = gpucourse.to_device(gpucourse.poisoned((n, n), np.float32))
+    tight = compilation.jit_variant(intro.matmul_naive_kernel, max_registers=16)
+    tight[(4, 4), (16, 16)](gpucourse.to_device(a), gpucourse.to_device(a), c)
+    np.testing.assert_allclose(gpucourse.to_host(c), a.astype(np.float64) @ a.astype(np.float64), rtol=1e-5, atol=1e-4)
+    if mode.on_gpu():
+        assert compilation.resource_usage(tight)[0].registers <= 16

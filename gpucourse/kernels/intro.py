@@ -226,3 +226,48 @@ def increment_cuda_c(a, b: float, threads_per_block: int = 256) -> None:
     kernel = cupy.RawKernel(INCREMENT_CUDA_C, "increment_c")  # CuPy caches the compiled module
     n = a.shape[0]
     kernel((blocks_to_cover(n, tpb),), (tpb,), (a, np.float32(b), np.int32(n)))
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. The float literal pitfall: in Numba a Python float literal is a float64, so this kernel
+#    multiplies float32 data in double precision and rounds back on the store. The result is
+#    almost the same; the cost is double-precision instructions (see the PTX in notebook 1.2).
+
+
+@cuda.jit
+def scale_by_literal_kernel(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * 2.5  # 2.5 is a float64 constant: the product is computed in float64
+
+
+@cuda.jit
+def scale_by_typed_constant_kernel(x, factor):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * factor  # factor arrives as the array's own dtype: float32 stays float32
+
+
+def scale(x, factor: float, typed: bool = True, threads_per_block: int = 256) -> None:
+    """x <- factor * x in place; `typed=False` uses the kernel with a float64 literal 2.5 (factor must be 2.5)."""
+    check_device_array(x, "x", ndim=1)
+    dtype = check_float_dtype(x.dtype, "x.dtype")
+    (tpb,) = check_threads_per_block(threads_per_block)
+    blocks = blocks_to_cover(x.shape[0], tpb)
+    if typed:
+        scale_by_typed_constant_kernel[blocks, tpb](x, dtype.type(factor))
+    else:
+        if factor != 2.5:
+            raise ValueError("the literal kernel multiplies by the literal 2.5; pass factor=2.5")
+        scale_by_literal_kernel[blocks, tpb](x)
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. A deliberate mistake for notebook 1.3: no bounds check, so the threads of the last block
+#    that lie past the end of the array write outside it.
+
+
+@cuda.jit
+def increment_unchecked_kernel(a, b):
+    i = cuda.grid(1)
+    a[i] += b  # no `if i < a.size`: wrong whenever the grid has more threads than elements
