@@ -78,7 +78,7 @@ def test_axpy_refuses_mixed_precision():
 
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-4), (np.float64, 1e-12)])
 def test_multiply_add_chain(dtype, rtol):
-    n, steps = gpucourse.problem_size("fp_rate")
+    n, steps = gpucourse.problem_size("fp_rate_check")
     host = gpucourse.random_array(n, dtype, seed=7)
     values = gpucourse.to_device(host)
     intro.multiply_add_chain(values, steps)
@@ -119,9 +119,11 @@ def test_scale_both_ways(typed):
     n = gpucourse.problem_size("saxpy") + 3
     host = gpucourse.random_array(n, np.float32, seed=11)
     x = gpucourse.to_device(host)
-    intro.scale(x, 2.5, typed=typed)
-    np.testing.assert_allclose(gpucourse.to_host(x), 2.5 * host.astype(np.float64), rtol=1e-7)
-    with pytest.raises(ValueError, match="literal 2.5"):
+    intro.scale(x, 0.1, typed=typed)
+    got = gpucourse.to_host(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, 0.1 * host.astype(np.float64), rtol=1e-7, atol=1e-30)
+    with pytest.raises(ValueError, match="literal 0.1"):
         intro.scale(x, 3.0, typed=False)
 
 
@@ -129,8 +131,8 @@ def test_float_literal_makes_double_precision_instructions():
     from gpucourse import compilation
 
     x = gpucourse.to_device(np.ones(64, np.float32))
-    intro.scale(x, 2.5, typed=True)
-    intro.scale(x, 2.5, typed=False)
+    intro.scale(x, 0.1, typed=True)
+    intro.scale(x, 0.1, typed=False)
     if mode.is_simulator():
         with pytest.raises(GPUOnlyFeature, match="PTX"):
             compilation.ptx(intro.scale_by_literal_kernel)
@@ -176,5 +178,7 @@ def test_jit_variant_runs_the_same_source():
     tight = compilation.jit_variant(intro.matmul_naive_kernel, max_registers=16)
     tight[(4, 4), (16, 16)](gpucourse.to_device(a), gpucourse.to_device(a), c)
     np.testing.assert_allclose(gpucourse.to_host(c), a.astype(np.float64) @ a.astype(np.float64), rtol=1e-5, atol=1e-4)
-    if mode.on_gpu():
-        assert compilation.resource_usage(tight)[0].registers <= 16
+    if mode.on_gpu():  # a tighter budget: fewer registers, or values spilled to local memory
+        default = compilation.resource_usage(intro.matmul_naive_kernel)
+        capped = compilation.resource_usage(tight)[0]
+        assert capped.registers < max(u.registers for u in default) or capped.local_bytes > 0

@@ -68,6 +68,19 @@ def array_problems(got, expected: np.ndarray, *, what: str = "the result", rtol:
     return problems
 
 
+def guard_value(dtype) -> object:
+    """The finite value the guard cells around an output hold: any write, even `+= b` or `*= 2`, changes it.
+
+    (NaN would not do: NaN + 1 is NaN, so an in-place update of a guard cell would go unnoticed.)
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return dtype.type(-777.25)
+    if dtype.kind in "iu":
+        return dtype.type(np.iinfo(dtype).min + 7)
+    raise TypeError(f"no guard value for dtype {dtype}")
+
+
 def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype, *inputs, guard: int = 32,
                 initial: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
     """Run `launch(out, *inputs)` on a device output framed by poisoned guard cells; return (out, problems).
@@ -78,10 +91,9 @@ def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     """
     dtype = np.dtype(dtype)
     padded_shape = tuple(n + 2 * guard for n in out_shape)
-    host = np.full(padded_shape, poison_value(dtype), dtype=dtype)
+    host = np.full(padded_shape, guard_value(dtype), dtype=dtype)
     interior = tuple(slice(guard, guard + n) for n in out_shape)
-    if initial is not None:
-        host[interior] = initial
+    host[interior] = poison_value(dtype) if initial is None else initial
     buffer = to_device(host)
     out = buffer[interior]
     try:
@@ -94,7 +106,7 @@ def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     host = to_host(buffer)
     frame = np.ones(padded_shape, dtype=bool)
     frame[interior] = False
-    touched = frame & ~unwritten_mask(host)
+    touched = frame & (host != guard_value(dtype))
     problems = []
     if touched.any():
         problems.append(
