@@ -182,3 +182,13 @@ def test_versions_lists_numba():
 
     found = versions()
     assert "numba" in found and "numpy" in found and "python" in found
+
+
+def test_numpy_too_new_stops_the_import_with_the_fix():
+    code = ("import importlib.metadata as metadata\n"
+            "real = metadata.version\n"
+            "metadata.version = lambda name: '2.5.1' if name == 'numpy' else real(name)\n"
+            "import gpucourse\n")
+    result = run_python(code)
+    assert result.returncode != 0
+    assert "EnvironmentProblem" in result.stderr and "NumPy 2.5.1 is too new" in result.stderr and "numpy<2.5" in result.stderr
