@@ -1,4 +1,4 @@
-"""Command line: `python -m gpucourse info | exercises [--check]`."""
+"""Command line: `python -m gpucourse info | bench | exercises [--check]`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,18 @@ def command_info(args: argparse.Namespace) -> int:
     print(gpucourse.banner())
     if not args.no_ceilings:
         print(gpucourse.bandwidth_ceilings())
+    return 0
+
+
+def command_bench(args: argparse.Namespace) -> int:
+    """Run chapter 2's measurements and print them beside the book's figures."""
+    import gpucourse
+    from gpucourse import bench
+
+    print(gpucourse.banner().headline())
+    if gpucourse.is_simulator():
+        print("Simulator mode: small sizes, and every time below is a simulator time, not a GPU time.")
+    print(bench.run(repeat=args.repeat, echo=lambda line: print(line, flush=True)))
     return 0
 
 
@@ -45,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="print the banner and the device's bandwidth ceilings")
     info.add_argument("--no-ceilings", action="store_true", help="skip measuring the copy ceiling")
     info.set_defaults(run=command_info)
+    bench_parser = sub.add_parser("bench", help="run chapter 2's measurements and print them beside the book's figures")
+    bench_parser.add_argument("--repeat", type=int, default=None, help="timed samples per measurement (default: 20 on a GPU)")
+    bench_parser.set_defaults(run=command_bench)
     ex = sub.add_parser("exercises", help="generate exercises/ from solutions/")
     ex.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
     ex.add_argument("--only", metavar="NAME.ipynb", help="rebuild only this solution notebook's exercise")

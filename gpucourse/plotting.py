@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .timing import Ceilings
+
+if TYPE_CHECKING:
+    from .widgets import BandwidthPlotData
 
 SIMULATOR_NOTE = "simulator: these times measure Python threads, not a GPU"
 
@@ -80,7 +84,7 @@ def bar_bandwidth(
         _, ax = plt.subplots(figsize=(max(5, 1.2 * len(labels)), 4))
     bars = ax.bar(list(labels), list(gbs), color="tab:blue")
     for bar, value in zip(bars, gbs):
-        ax.annotate(f"{value:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        ax.annotate(f"{value:.0f}" if value >= 10 else f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     draw_ceilings(ax, ceilings)
     ax.set_ylabel("effective bandwidth (GB/s)")
@@ -90,5 +94,63 @@ def bar_bandwidth(
         ax.set_title(title)
     mark_simulated(ax, simulated)
     if ceilings is not None and not ceilings.simulated:
+        ax.legend(loc="lower right", fontsize=8)
+    return ax
+
+
+def add_fraction_axis(ax, ceilings: Ceilings | None) -> None:
+    """Add a right-hand axis that reads the left one's GB/s as fractions of the measured copy ceiling."""
+    if ceilings is None or ceilings.simulated or not ceilings.copy_gbs:
+        return
+    copy_gbs = ceilings.copy_gbs
+    right = ax.secondary_yaxis("right", functions=(lambda g: g / copy_gbs, lambda f: f * copy_gbs))
+    right.set_ylabel("fraction of measured copy")
+
+
+def plot_bandwidth_lines(
+    lines: Mapping[str, tuple[Sequence, Sequence[float]]],
+    *,
+    xlabel: str,
+    ceilings: Ceilings | None = None,
+    title: str | None = None,
+    simulated: bool = False,
+    ax=None,
+    logx: bool = False,
+):
+    """Plot several GB/s sweeps (label -> (x, GB/s)) on one axes, with the ceilings; return the axes."""
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    for label, (x, gbs) in lines.items():
+        ax.plot(list(x), list(gbs), marker="o", label=label)
+    draw_ceilings(ax, ceilings)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("effective bandwidth (GB/s)")
+    ax.set_ylim(bottom=0)
+    if title:
+        ax.set_title(title)
+    add_fraction_axis(ax, ceilings)
+    mark_simulated(ax, simulated)
+    if lines or (ceilings is not None and not ceilings.simulated):
+        ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def draw_bandwidth_plot(data: BandwidthPlotData, ceilings: Ceilings | None = None, ax=None):
+    """Draw what `Tuner.plot_data` computed: the lines, the ceilings and the highlighted point; return the axes."""
+    lines = {label: ([str(v) for v in x] if any(isinstance(v, str) for v in x) else x, gbs)
+             for label, (x, gbs) in data.lines.items()}
+    ax = plot_bandwidth_lines(lines, xlabel=data.xlabel, ceilings=ceilings, title=data.title,
+                              simulated=data.simulated, ax=ax, logx=data.logx)
+    if data.logx:  # label the measured values themselves, not powers of two
+        ticks = sorted({v for x, _ in data.lines.values() for v in x})
+        ax.set_xticks(ticks, [str(v) for v in ticks])
+        ax.minorticks_off()
+    if data.highlight is not None:
+        x, gbs = data.highlight
+        ax.plot([str(x) if isinstance(x, str) else x], [gbs], "r*", markersize=14, label="current")
         ax.legend(loc="lower right", fontsize=8)
     return ax

@@ -1,19 +1,25 @@
 """Widgets that rerun a kernel for a launch configuration and plot the bandwidth it reaches.
 
 The logic is plain Python: `Tuner.measure(**config)` times one configuration (and caches it),
-`Tuner.sweep(parameter, **fixed)` times every value of one parameter, and `Tuner.series(...)`
-returns the numbers a plot shows. `Tuner.widget()` only wires ipywidgets controls to these, so
-tests run the logic without a browser, and the widget works the same in simulator mode (marked so).
+`Tuner.sweep(parameter, **fixed)` times every value of one parameter, `Tuner.series(...)` and
+`Tuner.plot_data(...)` return the numbers a plot shows, and `Tuner.table()` lists what was
+measured. `Tuner.widget()` only wires ipywidgets controls to these, so tests run the logic without
+a browser, and the widget works the same in simulator mode (marked so).
+
+`block_size_tuner` builds a Tuner for the usual question, "which launch configuration is fastest?":
+threads per block as warp multiples up to the device's limit, and, where the launcher takes them,
+blocks per grid, elements per thread or any other parameter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import mode
 from .device import DeviceInfo, current_device
+from .errors import CourseError
 from .timing import Ceilings, Timing, benchmark
 
 
@@ -53,6 +59,31 @@ class Measurement:
         return dict(self.config)
 
 
+@dataclass
+class BandwidthPlotData:
+    """Everything a bandwidth plot shows, as numbers: one line per label, the ceilings and a highlighted point."""
+
+    xlabel: str
+    title: str
+    lines: dict[str, tuple[list[Any], list[float]]]
+    theoretical_gbs: float | None
+    copy_gbs: float | None
+    simulated: bool
+    highlight: tuple[Any, float] | None = None
+    notes: list[str] = field(default_factory=list)
+    logx: bool = False
+
+    def fractions_of_copy(self, label: str) -> list[float] | None:
+        """The line's GB/s as fractions of the measured copy ceiling (None without a GPU ceiling)."""
+        if self.copy_gbs is None:
+            return None
+        return [value / self.copy_gbs for value in self.lines[label][1]]
+
+
+def _label(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
 class Tuner:
     """Times a kernel over launch configurations, caching every measurement.
 
@@ -71,16 +102,23 @@ class Tuner:
         name: str = "kernel",
         ceilings: Ceilings | None = None,
         repeat: int | None = None,
+        warmup: int = 2,
     ) -> None:
         if not parameters:
             raise ValueError("give at least one parameter to tune, e.g. {'threads_per_block': [...]}")
+        empty = [key for key, values in parameters.items() if len(list(values)) == 0]
+        if empty:
+            raise ValueError(f"parameter(s) {empty} offer no values")
         self.make_call = make_call
         self.bytes_moved = bytes_moved
         self.parameters = {key: list(values) for key, values in parameters.items()}
         self.name = name
         self.ceilings = ceilings
         self.repeat = repeat
+        self.warmup = warmup
         self.cache: dict[tuple[tuple[str, Any], ...], Measurement] = {}
+        self.refused: dict[tuple[tuple[str, Any], ...], str] = {}
+        self.calls_made = 0  # how many configurations were actually timed (the cache saves the rest)
 
     def _key(self, config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
         unknown = set(config) - set(self.parameters)
@@ -96,51 +134,128 @@ class Tuner:
             params = dict(key)
             call = self.make_call(**params)
             nbytes = self.bytes_moved(**params) if callable(self.bytes_moved) else self.bytes_moved
-            self.cache[key] = Measurement(key, benchmark(call, repeat=self.repeat), float(nbytes))
+            self.calls_made += 1
+            self.cache[key] = Measurement(key, benchmark(call, warmup=self.warmup, repeat=self.repeat), float(nbytes))
         return self.cache[key]
 
-    def sweep(self, parameter: str, values: Sequence[Any] | None = None, **fixed: Any) -> list[Measurement]:
-        """Time every value of `parameter` (or the `values` given), others fixed; return the measurements."""
+    def sweep(self, parameter: str, values: Sequence[Any] | None = None, *, skip_refused: bool = False,
+              **fixed: Any) -> list[Measurement]:
+        """Time every value of `parameter` (or the `values` given), others fixed; return the measurements.
+
+        With `skip_refused`, a configuration whose launcher raises a course error (a block over the
+        device's limit, say) is left out and its message kept in `self.refused`.
+        """
         if parameter not in self.parameters:
             raise KeyError(f"no parameter {parameter!r}; this tuner has {sorted(self.parameters)}")
         chosen = self.parameters[parameter] if values is None else list(values)
-        return [self.measure(**{**fixed, parameter: value}) for value in chosen]
+        measured = []
+        for value in chosen:
+            config = {**fixed, parameter: value}
+            try:
+                measured.append(self.measure(**config))
+            except CourseError as exc:
+                if not skip_refused:
+                    raise
+                self.refused[self._key(config)] = f"{type(exc).__name__}: {exc}"
+        return measured
+
+    def _order(self, parameter: str, value: Any) -> int:
+        values = self.parameters[parameter]
+        return values.index(value) if value in values else len(values)
 
     def series(self, parameter: str, **fixed: Any) -> tuple[list[Any], list[float]]:
         """The cached measurements along `parameter` (others fixed): x values and GB/s, for a plot."""
         points = []
+        wanted = [(k, v) for k, v in self._key(fixed) if k != parameter]
         for key, measurement in self.cache.items():
             params = dict(key)
-            if all(params.get(k) == v for k, v in self._key(fixed) if k != parameter):
+            if all(params.get(k) == v for k, v in wanted):
                 points.append((params[parameter], measurement.gbs))
-        points.sort(key=lambda point: self.parameters[parameter].index(point[0]) if point[0] in self.parameters[parameter] else 0)
+        points.sort(key=lambda point: self._order(parameter, point[0]))
         return [p[0] for p in points], [p[1] for p in points]
 
-    def best(self) -> Measurement:
-        """The fastest configuration measured so far (by bandwidth)."""
-        if not self.cache:
+    def series_by(self, parameter: str, by: str, **fixed: Any) -> dict[str, tuple[list[Any], list[float]]]:
+        """One series along `parameter` for each value of `by` that has measurements (others fixed)."""
+        if by == parameter or by not in self.parameters:
+            raise KeyError(f"`by` must be another parameter of this tuner: one of {sorted(set(self.parameters) - {parameter})}")
+        lines = {}
+        for value in self.parameters[by]:
+            x, gbs = self.series(parameter, **{**fixed, by: value})
+            if x:
+                lines[f"{by.replace('_', ' ')} = {_label(value)}"] = (x, gbs)
+        return lines
+
+    def best(self, **fixed: Any) -> Measurement:
+        """The fastest configuration measured so far (by bandwidth), among those matching `fixed`."""
+        candidates = [m for m in self.cache.values() if all(m.params.get(k) == v for k, v in fixed.items())]
+        if not candidates:
             raise ValueError("nothing measured yet: call measure() or sweep() first")
-        return max(self.cache.values(), key=lambda m: m.gbs)
+        return max(candidates, key=lambda m: m.gbs)
 
-    def plot(self, parameter: str, highlight: dict[str, Any] | None = None, ax=None, **fixed: Any):
-        """Plot the cached GB/s along `parameter` with the ceilings; return the axes."""
-        from .plotting import plot_bandwidth
-
-        x, gbs = self.series(parameter, **fixed)
-        ax = plot_bandwidth(
-            [str(v) for v in x] if any(isinstance(v, str) for v in x) else x,
-            gbs,
-            xlabel=parameter.replace("_", " "),
-            ceilings=self.ceilings,
-            label=self.name,
-            title=f"{self.name}: bandwidth against {parameter.replace('_', ' ')}",
-            simulated=mode.is_simulator(),
-            ax=ax,
-        )
+    def plot_data(self, parameter: str, highlight: dict[str, Any] | None = None, by: str | None = None,
+                  **fixed: Any) -> BandwidthPlotData:
+        """The numbers `plot` draws: GB/s along `parameter` (one line, or one per value of `by`), the ceilings."""
+        if by is None:
+            lines = {self.name: self.series(parameter, **fixed)}
+        else:
+            lines = {f"{self.name}, {label}": line for label, line in self.series_by(parameter, by, **fixed).items()}
+        point = None
         if highlight is not None:
             current = self.measure(**highlight)
-            ax.plot([current.params[parameter]], [current.gbs], "r*", markersize=14, label="current")
-        return ax
+            point = (current.params[parameter], current.gbs)
+        ceilings = self.ceilings
+        real = ceilings is not None and not ceilings.simulated
+        notes = []
+        if mode.is_simulator():
+            notes.append("simulator mode: times measure Python threads, not a GPU")
+        # Block sizes 32 ... 1024 crowd the left of a linear axis: spread a wide range of sizes on a log scale.
+        numbers = [v for x, _ in lines.values() for v in x if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        logx = bool(numbers) and min(numbers) > 0 and max(numbers) >= 16 * min(numbers)
+        return BandwidthPlotData(
+            xlabel=parameter.replace("_", " "),
+            title=f"{self.name}: bandwidth against {parameter.replace('_', ' ')}",
+            lines=lines,
+            theoretical_gbs=ceilings.theoretical_gbs if real else None,
+            copy_gbs=ceilings.copy_gbs if real else None,
+            simulated=mode.is_simulator(),
+            highlight=point,
+            notes=notes,
+            logx=logx,
+        )
+
+    def plot(self, parameter: str, highlight: dict[str, Any] | None = None, ax=None, by: str | None = None, **fixed: Any):
+        """Plot the cached GB/s along `parameter` with the ceilings; return the axes."""
+        from .plotting import draw_bandwidth_plot
+
+        return draw_bandwidth_plot(self.plot_data(parameter, highlight=highlight, by=by, **fixed), ceilings=self.ceilings, ax=ax)
+
+    def table(self, **fixed: Any):
+        """A table of every cached measurement matching `fixed`: configuration, time, GB/s, fraction of the copy ceiling."""
+        from .report import Table
+
+        names = list(self.parameters)
+        real = self.ceilings is not None and not self.ceilings.simulated
+        headers = [*(n.replace("_", " ") for n in names), "median (ms)", "GB/s"]
+        if real:
+            headers.append("fraction of copy")
+        table = Table(headers=headers, title=f"{self.name}: measured configurations")
+        rows = [m for m in self.cache.values() if all(m.params.get(k) == v for k, v in fixed.items())]
+        rows.sort(key=lambda m: tuple(self._order(n, m.params[n]) for n in names))
+        for m in rows:
+            row = [*(m.params[n] for n in names), m.timing.median_ms, m.gbs]
+            if real:
+                row.append(self.ceilings.fraction_of_copy(m.gbs))
+            table.rows.append(row)
+        if mode.is_simulator():
+            table.notes.append("Simulator times: they measure Python threads, not a GPU.")
+        return table
+
+    def describe(self, measurement: Measurement) -> str:
+        """One line on a measurement: configuration, GB/s and, on a GPU, its fraction of the copy ceiling."""
+        text = f"{self.name} {measurement.params}: {measurement.gbs:.1f} GB/s"
+        if self.ceilings is not None and not self.ceilings.simulated:
+            text += f" = {self.ceilings.fraction_of_copy(measurement.gbs):.0%} of the measured copy"
+        return f"{text}; {measurement.timing}"
 
     def widget(self, x_parameter: str | None = None):
         """Controls for every parameter and a plot that reruns the kernel when a control changes."""
@@ -173,23 +288,57 @@ class Tuner:
                 fixed = {k: v for k, v in config.items() if k != x_parameter}
                 self.plot(x_parameter, highlight=config, **fixed)
                 plt.show()
-                print(f"{self.name} {config}: {measurement.gbs:.1f} GB/s; {measurement.timing}")
+                print(self.describe(measurement))
+                print(f"{len(self.cache)} configuration(s) measured so far (cached: moving back costs nothing)")
 
         def sweep_all(_):
             fixed = {key: control.value for key, control in controls.items() if key != x_parameter}
             with output:
                 output.clear_output(wait=True)
                 print("measuring ...")
-            for value in self.parameters[x_parameter]:
-                try:
-                    self.measure(**{**fixed, x_parameter: value})
-                except Exception:  # a configuration the device cannot launch is left out of the plot
-                    continue
+            self.sweep(x_parameter, skip_refused=True, **fixed)
             redraw()
 
         for control in controls.values():
             control.observe(redraw, names="value")
         sweep_button.on_click(sweep_all)
         box = widgets.VBox([note, *controls.values(), sweep_button, output])
+        box.tuner_controls = controls  # for tests and for notebooks that set a control from code
+        box.tuner_output = output
         redraw()
         return box
+
+
+def block_size_tuner(
+    launch: Callable[..., object],
+    *arguments: Any,
+    bytes_moved: float | Callable[..., float],
+    name: str = "kernel",
+    ceilings: Ceilings | None = None,
+    threads_per_block: Sequence[int] | None = None,
+    largest: int | None = None,
+    blocks_per_grid: Sequence[int] | None = None,
+    elements_per_thread: Sequence[int] | None = None,
+    repeat: int | None = None,
+    device: DeviceInfo | None = None,
+    **other_parameters: Sequence[Any],
+) -> Tuner:
+    """A Tuner that calls `launch(*arguments, threads_per_block=..., ...)` for each configuration.
+
+    Threads per block default to every warp multiple up to the device's limit (or `largest`).
+    `blocks_per_grid`, `elements_per_thread` and any `other_parameters` (each a list of values)
+    become further parameters, passed to `launch` by name.
+    """
+    parameters: dict[str, list[Any]] = {
+        "threads_per_block": list(threads_per_block) if threads_per_block is not None else warp_multiples(device, largest)
+    }
+    if blocks_per_grid is not None:
+        parameters["blocks_per_grid"] = list(blocks_per_grid)
+    if elements_per_thread is not None:
+        parameters["elements_per_thread"] = list(elements_per_thread)
+    parameters.update({key: list(values) for key, values in other_parameters.items()})
+
+    def make_call(**config: Any) -> Callable[[], object]:
+        return lambda: launch(*arguments, **config)
+
+    return Tuner(make_call, bytes_moved, parameters, name=name, ceilings=ceilings, repeat=repeat)
