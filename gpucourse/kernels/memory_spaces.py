@@ -21,6 +21,7 @@ from numba import cuda, float32
 
 from .. import mode
 from ..arrays import random_array, require_cupy
+from ..compilation import jit_variant
 from ..errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
 from ..validate import (
     blocks_to_cover,
@@ -377,13 +378,12 @@ def register_hungry_reference(values: np.ndarray, rounds: int) -> np.ndarray:
 
 
 @functools.cache
+@functools.cache
 def register_limited(max_registers: int):
     """`register_hungry_kernel` compiled with at most `max_registers` registers per thread (the simulator ignores the limit)."""
     if max_registers < 16 or max_registers > 255:
         raise LaunchConfigError(f"max_registers must be between 16 and 255; got {max_registers}")
-    if mode.is_simulator():
-        return register_hungry_kernel  # nothing is compiled, so there is nothing to limit
-    return cuda.jit(max_registers=max_registers)(register_hungry_kernel.py_func)
+    return jit_variant(register_hungry_kernel, max_registers=max_registers)
 
 
 def register_hungry(out, values, rounds: int = 4, kernel=None, threads_per_block: int = 128) -> None:
