@@ -1,0 +1,199 @@
+"""Checks for the chapter 6 exercises (solutions/ch06_finite_difference.ipynb)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from .. import finite_difference as fd
+from ..arrays import random_array, to_device, to_host
+from ..device import DeviceInfo, current_device
+from ..kernels import stencil
+from ..kernels.stencil import paced
+from ..sizes import problem_size
+from . import CheckFailed, array_problems, fail, passed, run_guarded
+
+
+def _as_floats(values, what: str, length: int) -> np.ndarray:
+    try:
+        array = np.array([float(Fraction(v)) if isinstance(v, (str, Fraction)) else float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise CheckFailed(f"{what} should be {length} numbers (floats or fractions); got {values!r} ({exc})") from None
+    if array.shape != (length,):
+        raise CheckFailed(f"{what} should hold {length} numbers, c_1 to c_{length}; got {len(array)}.")
+    return array
+
+
+def check_sixth_order(sixth_order_coefficients: Callable[[], object]) -> None:
+    """Exercise 6.1: `sixth_order_coefficients()` returns c_1, c_2, c_3 of the seven-point, sixth-order first derivative."""
+    got = _as_floats(sixth_order_coefficients(), "sixth_order_coefficients()", 3)
+    want = np.array([float(c) for c in fd.exact_central_coefficients(3)])
+    problems = []
+    if not np.allclose(got, want, rtol=1e-10, atol=1e-12):
+        if np.allclose(got, 2 * want, rtol=1e-10):
+            problems.append("your coefficients are twice the right ones: each term is c_m (f(x+mh) - f(x-mh)), and that difference "
+                            "holds 2 m h f'(x), so the first equation is 2 * sum(m * c_m) = 1.")
+        elif np.allclose(got, -want, rtol=1e-10):
+            problems.append("your coefficients have the wrong sign: c_1 multiplies f(x+h) - f(x-h), which grows with f.")
+        else:
+            moments = [2 * sum(c * m ** p for m, c in enumerate(got, start=1)) for p in (1, 3, 5)]
+            problems.append(f"got {got.tolist()}. Check the Taylor conditions: 2*sum(m c_m) should be 1 (yours: {moments[0]:.6g}), "
+                            f"sum(m^3 c_m) and sum(m^5 c_m) should be 0 (yours: {moments[1] / 2:.3g}, {moments[2] / 2:.3g}).")
+    fail(problems, "Exercise 6.1")
+    passed(f"Exercise 6.1: the sixth-order weights are {', '.join(str(c) for c in fd.exact_central_coefficients(3))} (over h).")
+
+
+def _direction_guess(got: np.ndarray, host: np.ndarray, spacing: float) -> str | None:
+    """The other axis along which `got` is the derivative (with the coefficients the student was given), if any."""
+    for direction in ("x", "y"):
+        reference = fd.derivative_reference(host, direction, spacing)
+        if np.allclose(got, reference, atol=1e-3 * np.abs(reference).max()):
+            return direction
+    return None
+
+
+def check_z_derivative(deriv_z: Callable[..., object]) -> None:
+    """Exercise 6.2: `deriv_z(f, df, coefficients)` writes the periodic z derivative of f (float32, f[z, y, x]) into df."""
+    shape = problem_size("ch6_exercise_shape")
+    host = random_array(shape, np.float32, seed=61)
+    spacing = 1.0 / shape[0]
+    coefficients = stencil.coefficients_for(host, spacing)
+    got, problems = paced(run_guarded)(lambda out, f, c: deriv_z(f, out, c), shape, np.float32, to_device(host), coefficients)
+    reference = fd.derivative_reference(host, "z", spacing)
+    tolerance = 8 * np.finfo(np.float32).eps * fd.stencil_amplification(spacing)
+    found = array_problems(got, reference.astype(np.float32), what="df", rtol=0.0, atol=tolerance,
+                           coverage_hint="Every (z, y, x) point needs a thread: cover x, y and z with the grid, or loop.")
+    if found and not np.isnan(got).any():
+        wrong = ~np.isclose(got, reference, rtol=0.0, atol=tolerance)
+        planes = np.flatnonzero(wrong.any(axis=(1, 2)))
+        axis = _direction_guess(got, host, spacing)
+        if axis:
+            found.append(f"df matches the derivative along {axis}, not z. In f[z, y, x] z is the FIRST index.")
+        elif planes.size and set(planes) <= set(range(fd.HALO)) | set(range(shape[0] - fd.HALO, shape[0])):
+            found.append(f"only the planes z = {sorted(int(p) for p in planes)} are wrong: near the two ends the neighbours wrap around "
+                         "(the grid is periodic: plane -1 is plane nz - 1).")
+        elif np.allclose(got * spacing, reference, atol=tolerance * spacing * 4):
+            found.append("df is too large by 1/h: the coefficients from stencil.coefficients_for(f, h) already include 1/h.")
+    problems += found
+    fail(problems, "Exercise 6.2")
+    passed(f"Exercise 6.2: deriv_z matches the numpy.roll reference on random data, shape {shape} (tolerance {tolerance:.1e}).")
+
+
+def _tile_problems(tile, shape: tuple[int, int, int], itemsize: int, device: DeviceInfo) -> list[str]:
+    try:
+        length, pencils, rows = (tile.length, tile.pencils, tile.rows) if isinstance(tile, stencil.AxisTile) else (int(v) for v in tile)
+    except (TypeError, ValueError, AttributeError):
+        return [f"return an AxisTile or a tuple (length, pencils, rows); got {tile!r}."]
+    nz, ny, nx = shape
+    where = f"for shape {shape}, {itemsize}-byte values on {device.name}"
+    problems = []
+    if min(length, pencils, rows) < 1:
+        return [f"{where}: every tile parameter must be positive; got ({length}, {pencils}, {rows})."]
+    warp = device.warp_size
+    if nx >= warp and pencils % warp:
+        problems.append(f"{where}: pencils = {pencils} is not a multiple of {warp}: a warp row would not read whole 128-byte rows.")
+    if nx < warp and pencils != nx:
+        problems.append(f"{where}: with only {nx} points along x, use pencils = nx = {nx}.")
+    if ny % length:
+        problems.append(f"{where}: the tile length {length} must divide the {ny} points along y.")
+    threads = pencils * rows
+    if threads > device.max_threads_per_block:
+        problems.append(f"{where}: {pencils} x {rows} = {threads} threads per block, over the device's {device.max_threads_per_block}.")
+    shared = (length + 2 * fd.HALO) * pencils * itemsize
+    if shared > device.max_shared_per_block:
+        problems.append(f"{where}: (length + 8) x pencils x {itemsize} bytes = {shared} bytes of shared memory, over the "
+                        f"{device.max_shared_per_block} a block may use.")
+    if -(-length // rows) < 2:
+        problems.append(f"{where}: each thread computes {-(-length // rows)} point(s); use fewer rows so that each has several "
+                        "(more loads in flight).")
+    return problems
+
+
+def check_choose_y_tile(choose_y_tile: Callable[[tuple[int, int, int], int, DeviceInfo], object]) -> None:
+    """Exercise 6.3: `choose_y_tile(shape, itemsize, device)` returns a legal, coalesced y tile with several points per thread."""
+    device = current_device()
+    small_device = dataclasses.replace(device, name=f"{device.name} limited to 16 KiB of shared memory", max_shared_per_block=16 * 1024)
+    cases = [((64, 64, 64), 4, device), ((256, 256, 256), 4, device), ((96, 384, 160), 8, device), ((40, 48, 20), 4, device),
+             ((128, 256, 128), 4, small_device), ((32, 96, 64), 8, small_device)]
+    problems: list[str] = []
+    for shape, itemsize, dev in cases:
+        try:
+            tile = choose_y_tile(shape, itemsize, dev)
+        except Exception as exc:  # any exception here is a wrong answer, reported in words
+            problems.append(f"choose_y_tile({shape}, {itemsize}, {dev.name}) raised {type(exc).__name__}: {exc}")
+            continue
+        problems += _tile_problems(tile, shape, itemsize, dev)
+    if not problems:  # one tile must also run: the kernel of notebook 6.2 with the student's choice
+        shape = problem_size("ch6_exercise_shape")
+        tile = choose_y_tile(shape, 4, device)
+        tile = tile if isinstance(tile, stencil.AxisTile) else stencil.AxisTile(*(int(v) for v in tile))
+        problems += _tile_problems(tile, shape, 4, device)
+        if not problems:
+            host = random_array(shape, np.float32, seed=63)
+            df = to_device(np.full(shape, np.nan, np.float32))
+            stencil.deriv_yz(to_device(host), df, "y", stencil.coefficients_for(host, 1.0 / shape[1]), tile)
+            problems += array_problems(to_host(df), fd.derivative_reference(host, "y", 1.0 / shape[1]).astype(np.float32),
+                                       what=f"df with your tile {tile}", rtol=0.0,
+                                       atol=8 * np.finfo(np.float32).eps * fd.stencil_amplification(1.0 / shape[1]))
+    fail(problems, "Exercise 6.3")
+    passed(f"Exercise 6.3: every tile is legal, coalesced and gives each thread several points ({len(cases)} cases and one run).")
+
+
+def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) -> None:
+    """Exercise 6.4: `heat_two_steps(u, u_new, d)` advances u by two explicit steps in one launch (boundary fixed)."""
+    shape = problem_size("ch6_exercise_heat")
+    host = random_array(shape, np.float32, seed=64, low=0.0, high=1.0)
+    want = fd.heat_step_reference(fd.heat_step_reference(host, d), d)
+    got, problems = paced(run_guarded)(lambda out, u: heat_two_steps(u, out, d), shape, np.float32, to_device(host))
+    found = array_problems(got, want, what="u_new", rtol=0.0, atol=4e-6,
+                           coverage_hint="Every point, boundary included, must be written (the boundary keeps its value).")
+    if found and not np.isnan(got).any():
+        one_step = fd.heat_step_reference(host, d)
+        if np.allclose(got, one_step, atol=4e-6):
+            found.append("u_new is one step ahead, not two.")
+        else:
+            wrong = ~np.isclose(got, want, atol=4e-6)
+            edge = np.zeros(shape, bool)
+            edge[[0, -1], :] = edge[:, [0, -1]] = True
+            ring = np.zeros(shape, bool)
+            ring[1:-1, 1:-1] = True
+            ring[2:-2, 2:-2] = False
+            if (wrong & edge).any():
+                found.append("boundary points changed: they keep their values at every step.")
+            elif (wrong & ~ring).sum() == 0:
+                found.append("only the points next to the boundary are wrong: in the first step the boundary stays fixed, and the "
+                             "second step must use those fixed values too.")
+    problems += found
+    fail(problems, "Exercise 6.4")
+    passed(f"Exercise 6.4: two steps per launch match two single steps on a {shape[0]} x {shape[1]} mesh, boundary included.")
+
+
+def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], object]) -> None:
+    """Exercise 6.5: `stretched_coefficients(n, alpha)` returns the (4, n) float32 per-point weights of the stretched grid."""
+    problems = []
+    for n, alpha in ((64, 0.5), (40, 0.3), (9, 0.0)):
+        want = fd.nonuniform_coefficients(n, alpha)
+        got = stretched_coefficients(n, alpha)
+        if got is None or not hasattr(got, "shape"):
+            problems.append(f"stretched_coefficients({n}, {alpha}) should return an array; got {type(got).__name__}.")
+            continue
+        got = np.asarray(got)
+        if got.shape == (n, 4):
+            problems.append(f"shape {got.shape}: use (4, n), one row per coefficient a, b, c, d (the kernels read coef[m, i]).")
+            continue
+        found = array_problems(got, want, what=f"stretched_coefficients({n}, {alpha})", rtol=1e-5)
+        if found and got.shape == want.shape:
+            uniform = fd.nonuniform_coefficients(n, 0.0)
+            _, _, ds_dx = fd.stretched_grid(n, alpha)
+            if np.allclose(got, uniform, rtol=1e-5):
+                found.append("these are the uniform weights: multiply by ds/dx at each point (the chain rule).")
+            elif np.allclose(got, uniform / ds_dx[None, :], rtol=1e-5):
+                found.append("you multiplied by dx/ds; the chain rule needs ds/dx = (1 - alpha/2) / (1 - alpha sin^2(2 pi s)).")
+            elif np.allclose(got * n, uniform, rtol=1e-3) or np.allclose(got, uniform * n, rtol=1e-3):
+                found.append("off by a factor n: the uniform weights are c_m / ds with ds = 1/n.")
+        problems += found
+    fail(problems, "Exercise 6.5")
+    passed("Exercise 6.5: the per-point weights match the chain rule for three grids (alpha = 0.5, 0.3 and the uniform 0).")

@@ -1,0 +1,177 @@
+"""Seed 003 kernels: explicit steps of the 2D heat equation, one per launch or several per launch.
+
+``u[y, x]`` with x contiguous. One step: u' = u + d (north + west + east + south - 4 u) inside the
+mesh; boundary points keep their values (the article copies them unchanged). Three kernels:
+
+* ``heat_step_global``: one step, each thread reads its four neighbours from global memory
+  (6 global accesses for 7 flops, in the article's count);
+* ``heat_steps_shared`` with ``steps=1``: one step through a shared-memory tile of p x p points
+  whose p - 2 inner points are written (2 global accesses per point);
+* ``heat_steps_shared`` with ``steps=s``: s steps in shared memory per launch (temporal blocking):
+  after each step the valid part of the tile shrinks by one point on each side, so a block of
+  p x p threads writes (p - 2s)^2 points, s steps ahead.
+
+All three call the same ``heat_update`` device function, so their results agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ..arrays import as_numba
+from ..errors import LaunchConfigError
+from ..validate import (
+    blocks_to_cover,
+    check_blocks,
+    check_device_array,
+    check_float_dtype,
+    check_same_shape,
+    check_shared_memory,
+    check_threads_per_block,
+)
+from .stencil import device_function, nonneg, paced
+
+#: Largest d = k dt / h^2 for which the explicit 2D step is stable.
+STABILITY_LIMIT = 0.25
+
+
+@device_function
+def heat_update(centre, north, west, east, south, d, four):
+    """The article's update, in this order in every kernel: centre + d (((north + west) + east) + south - 4 centre)."""
+    return centre + d * ((((north + west) + east) + south) - four * centre)
+
+
+@cuda.jit
+def heat_step_global_kernel(u, u_new, d, four):
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    if i < nx and j < ny:
+        x = u[nonneg(j), nonneg(i)]  # nonneg: see gpucourse.kernels.stencil (no negative-index test)
+        if 0 < i < nx - 1 and 0 < j < ny - 1:
+            x = heat_update(x, u[nonneg(j - 1), nonneg(i)], u[nonneg(j), nonneg(i - 1)],
+                            u[nonneg(j), nonneg(i + 1)], u[nonneg(j + 1), nonneg(i)], d, four)
+        u_new[nonneg(j), nonneg(i)] = x
+
+
+@functools.cache
+def heat_steps_shared_kernel(tile: int, steps: int, dtype_name: str) -> object:
+    """Kernel for `steps` time steps per launch on blocks of tile x tile threads (one point each)."""
+    P, S = tile, steps
+    OUT = P - 2 * S                 # points a block writes in each direction
+    DT = numba.from_dtype(np.dtype(dtype_name))
+    ZERO = np.dtype(dtype_name).type(0)
+
+    @cuda.jit
+    def heat_steps_shared(u, u_new, d, four):
+        t = cuda.shared.array((P, P), DT)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        ny, nx = u.shape
+        i = cuda.blockIdx.x * OUT - S + tx      # tiles overlap by 2S: each block recomputes its halo
+        j = cuda.blockIdx.y * OUT - S + ty
+        inside = 0 <= i < nx and 0 <= j < ny
+        x = u[nonneg(j), nonneg(i)] if inside else ZERO  # outside the mesh: never used by a point that moves
+        # a point moves if it is inside the mesh, not on its boundary, and has all 4 neighbours in the tile
+        moves = 0 < i < nx - 1 and 0 < j < ny - 1 and 0 < tx < P - 1 and 0 < ty < P - 1
+        t[nonneg(ty), nonneg(tx)] = x
+        for _ in range(S):
+            cuda.syncthreads()                   # the tile holds the previous step
+            if moves:
+                x = heat_update(x, t[nonneg(ty - 1), nonneg(tx)], t[nonneg(ty), nonneg(tx - 1)],
+                                t[nonneg(ty), nonneg(tx + 1)], t[nonneg(ty + 1), nonneg(tx)], d, four)
+            cuda.syncthreads()                   # every thread has read the previous step
+            t[nonneg(ty), nonneg(tx)] = x
+        if inside and S <= tx < P - S and S <= ty < P - S:
+            u_new[nonneg(j), nonneg(i)] = x      # only the points whose whole history lay inside the tile
+
+    return heat_steps_shared
+
+
+def _check(u, u_new, d: float) -> np.dtype:
+    check_device_array(u, "u", ndim=2)
+    dtype = check_float_dtype(u.dtype, "u.dtype")
+    check_device_array(u_new, "u_new", dtype=dtype, ndim=2)
+    check_same_shape(u, u_new, ("u", "u_new"))
+    if not 0.0 < d <= STABILITY_LIMIT:
+        raise ValueError(f"d = k dt / h^2 must be in (0, {STABILITY_LIMIT}] for a stable explicit step; got {d}")
+    return dtype
+
+
+def _scalars(dtype: np.dtype, d: float) -> tuple:
+    return dtype.type(d), dtype.type(4)
+
+
+@paced
+def heat_step_global(u, u_new, d: float, block: tuple[int, int] = (32, 8)) -> None:
+    """One time step u -> u_new, neighbours read from global memory; the boundary is copied."""
+    dtype = _check(u, u_new, d)
+    bx, by = check_threads_per_block(block)
+    ny, nx = u.shape
+    grid = check_blocks((blocks_to_cover(nx, bx), blocks_to_cover(ny, by)))
+    heat_step_global_kernel[grid, (bx, by)](as_numba(u), as_numba(u_new), *_scalars(dtype, d))
+
+
+def check_tile_and_steps(tile: int, steps: int) -> None:
+    """A block of tile x tile threads can take s steps only while it still writes points: s < tile / 2."""
+    if steps < 1:
+        raise LaunchConfigError(f"steps per launch must be at least 1; got {steps}")
+    if tile - 2 * steps < 1:
+        raise LaunchConfigError(f"a {tile} x {tile} tile keeps tile - 2 s = {tile - 2 * steps} points after {steps} steps: "
+                                f"use at most {(tile - 1) // 2} steps per launch, or a larger tile")
+
+
+@paced
+def heat_steps_shared(u, u_new, d: float, tile: int = 32, steps: int = 1) -> None:
+    """`steps` time steps u -> u_new in one launch, in shared memory (steps=1: the article's shared-memory step)."""
+    dtype = _check(u, u_new, d)
+    check_tile_and_steps(tile, steps)
+    check_threads_per_block((tile, tile))
+    check_shared_memory(tile * tile * dtype.itemsize)
+    ny, nx = u.shape
+    out = tile - 2 * steps
+    grid = check_blocks((blocks_to_cover(nx, out), blocks_to_cover(ny, out)))
+    heat_steps_shared_kernel(tile, steps, dtype.name)[grid, (tile, tile)](as_numba(u), as_numba(u_new), *_scalars(dtype, d))
+
+
+def stepper(u, u_new, d: float, method: str = "global", tile: int = 32, steps_per_launch: int = 1) -> Callable[[int], int]:
+    """A function of (source index) that advances buffer `source` (0: u, 1: u_new) into the other; returns steps taken."""
+    buffers = (as_numba(u), as_numba(u_new))  # converted once, not at every step
+    if method == "global":
+        def advance(source: int) -> int:
+            heat_step_global(buffers[source], buffers[1 - source], d)
+            return 1
+    elif method == "shared":
+        def advance(source: int) -> int:
+            heat_steps_shared(buffers[source], buffers[1 - source], d, tile, steps_per_launch)
+            return steps_per_launch
+    else:
+        raise ValueError(f"unknown method {method!r}: use 'global' or 'shared'")
+    return advance
+
+
+@paced
+def heat_run(initial: np.ndarray, total_steps: int, d: float, method: str = "global", tile: int = 32,
+             steps_per_launch: int = 1) -> np.ndarray:
+    """Advance `initial` (host array) by `total_steps` steps and return the result on the host."""
+    from ..arrays import to_device, to_host
+
+    per_launch = 1 if method == "global" else steps_per_launch
+    if total_steps % per_launch:
+        raise ValueError(f"total_steps ({total_steps}) must be a multiple of the steps per launch ({per_launch})")
+    u, u_new = to_device(initial), to_device(initial)
+    advance = stepper(u, u_new, d, method, tile, steps_per_launch)
+    source = 0
+    for _ in range(total_steps // per_launch):
+        advance(source)
+        source = 1 - source
+    return to_host((u, u_new)[source])
+
+
+def bytes_per_step(shape: tuple[int, int], itemsize: int) -> int:
+    """Bytes one time step must move at least: every value read once and written once."""
+    return 2 * shape[0] * shape[1] * itemsize

@@ -1,0 +1,182 @@
+"""Chapter 6 exercise checks: right answers pass, each usual mistake fails with a message that names it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpucourse import finite_difference as fd
+from gpucourse.checks import CheckFailed, ch6
+from gpucourse.kernels import stencil
+
+# --- 6.1 -----------------------------------------------------------------------------------------
+
+
+def test_sixth_order():
+    ch6.check_sixth_order(lambda: fd.central_coefficients(3))
+    ch6.check_sixth_order(lambda: ("3/4", "-3/20", "1/60"))
+    with pytest.raises(CheckFailed, match="twice"):
+        ch6.check_sixth_order(lambda: 2 * fd.central_coefficients(3))
+    with pytest.raises(CheckFailed, match="wrong sign"):
+        ch6.check_sixth_order(lambda: -fd.central_coefficients(3))
+    with pytest.raises(CheckFailed, match="Taylor conditions"):
+        ch6.check_sixth_order(lambda: (0.75, -0.15, 0.02))
+    with pytest.raises(CheckFailed, match="3 numbers"):
+        ch6.check_sixth_order(lambda: fd.central_coefficients(4))
+
+
+# --- 6.2 -----------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def z_column_kernel(f, df, a, b, c, d, axis, wrap_ends):
+    i, j = cuda.grid(2)
+    nz, ny, nx = f.shape
+    if i < nx and j < ny:
+        for k in range(nz):
+            total = f[k, j, i] * 0
+            for m, w in ((1, a), (2, b), (3, c), (4, d)):
+                up, down = k + m, k - m
+                if wrap_ends:
+                    up = up - nz if up >= nz else up
+                    down = down + nz if down < 0 else down
+                else:  # a typical mistake: clamp at the ends instead of wrapping
+                    up = min(up, nz - 1)
+                    down = max(down, 0)
+                total += w * (f[up, j, i] - f[down, j, i])
+            df[k, j, i] = total
+
+
+@cuda.jit
+def y_kernel(f, df, a, b, c, d):
+    i, k = cuda.grid(2)
+    nz, ny, nx = f.shape
+    if i < nx and k < nz:
+        for j in range(ny):
+            total = f[k, j, i] * 0
+            for m, w in ((1, a), (2, b), (3, c), (4, d)):
+                total += w * (f[k, (j + m) % ny, i] - f[k, (j - m) % ny, i])
+            df[k, j, i] = total
+
+
+def z_launcher(wrap_ends=True, columns=None):
+    def deriv_z(f, df, coefficients):
+        nz, ny, nx = f.shape
+        blocks = columns or (math.ceil(nx / 8), math.ceil(ny / 4))
+        z_column_kernel[blocks, (8, 4)](f, df, *coefficients, 0, wrap_ends)
+    return deriv_z
+
+
+def test_z_derivative():
+    ch6.check_z_derivative(z_launcher())
+    with pytest.raises(Exception, match="C-contiguous"):  # the check hands out a strided view: the package's z kernels refuse it
+        ch6.check_z_derivative(lambda f, df, c: stencil.deriv_yz_registers(f, df, "z", c, chunk=f.shape[0], pencils=8, rows=1))
+    with pytest.raises(CheckFailed, match="wrap around"):
+        ch6.check_z_derivative(z_launcher(wrap_ends=False))
+    with pytest.raises(CheckFailed, match="never written"):
+        ch6.check_z_derivative(z_launcher(columns=(1, 1)))
+    with pytest.raises(CheckFailed, match="along y"):
+        ch6.check_z_derivative(lambda f, df, c: y_kernel[(math.ceil(f.shape[2] / 8), math.ceil(f.shape[0] / 4)), (8, 4)](f, df, *c))
+    with pytest.raises(CheckFailed, match="1/h"):
+        ch6.check_z_derivative(lambda f, df, c: z_launcher()(f, df, tuple(np.float32(v * f.shape[0]) for v in c)))
+
+
+# --- 6.3 -----------------------------------------------------------------------------------------
+
+
+def good_tile(shape, itemsize, device):
+    nz, ny, nx = shape
+    pencils = device.warp_size if nx >= device.warp_size else nx
+    length = next(n for n in range(ny, 1, -1) if ny % n == 0 and (n + 8) * pencils * itemsize <= device.max_shared_per_block)
+    return stencil.AxisTile(length, pencils, max(1, min(device.max_threads_per_block // pencils, length // 4)))
+
+
+def test_choose_y_tile():
+    ch6.check_choose_y_tile(good_tile)
+    ch6.check_choose_y_tile(lambda s, i, d: tuple(dataclass_fields(good_tile(s, i, d))))
+    with pytest.raises(CheckFailed, match="multiple of 32"):
+        ch6.check_choose_y_tile(lambda s, i, d: stencil.AxisTile(good_tile(s, i, d).length, 4, 4) if s[2] >= 32 else good_tile(s, i, d))
+    with pytest.raises(CheckFailed, match="shared memory"):
+        ch6.check_choose_y_tile(lambda s, i, d: stencil.AxisTile(s[1], good_tile(s, i, d).pencils, 8))
+    with pytest.raises(CheckFailed, match="threads per block"):
+        ch6.check_choose_y_tile(lambda s, i, d: stencil.AxisTile(good_tile(s, i, d).length, good_tile(s, i, d).pencils, 64))
+    with pytest.raises(CheckFailed, match="several"):
+        ch6.check_choose_y_tile(lambda s, i, d: stencil.AxisTile(good_tile(s, i, d).length, good_tile(s, i, d).pencils,
+                                                                 good_tile(s, i, d).length))
+    with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
+        ch6.check_choose_y_tile(lambda s, i, d: 1 // 0)
+    with pytest.raises(CheckFailed, match="must divide"):
+        ch6.check_choose_y_tile(lambda s, i, d: stencil.AxisTile(good_tile(s, i, d).length - 1, good_tile(s, i, d).pencils, 1))
+
+
+def dataclass_fields(tile):
+    return (tile.length, tile.pencils, tile.rows)
+
+
+# --- 6.4 -----------------------------------------------------------------------------------------
+
+
+@cuda.jit(device=True)
+def one_step_at(u, j, i, d, four, fix_boundary):
+    ny, nx = u.shape
+    x = u[j, i]
+    if (0 < i < nx - 1 and 0 < j < ny - 1) or not fix_boundary:  # the mistake: boundary points move in the first step
+        x = x + d * ((((u[(j - 1) % ny, i] + u[j, (i - 1) % nx]) + u[j, (i + 1) % nx]) + u[(j + 1) % ny, i]) - four * x)
+    return x
+
+
+@cuda.jit
+def two_steps_kernel(u, u_new, d, four, steps, fix_boundary, move_boundary):
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    if i < nx and j < ny:
+        x = u[j, i]
+        if 0 < i < nx - 1 and 0 < j < ny - 1:
+            centre = one_step_at(u, j, i, d, four, fix_boundary)
+            if steps == 2:
+                x = centre + d * ((((one_step_at(u, j - 1, i, d, four, fix_boundary) + one_step_at(u, j, i - 1, d, four, fix_boundary))
+                                    + one_step_at(u, j, i + 1, d, four, fix_boundary)) + one_step_at(u, j + 1, i, d, four, fix_boundary))
+                                  - four * centre)
+            else:
+                x = centre
+        elif move_boundary:
+            x = x + d
+        u_new[j, i] = x
+
+
+def two_steps(steps=2, fix_boundary=True, move_boundary=False):
+    def heat_two_steps(u, u_new, d):
+        ny, nx = u.shape
+        two_steps_kernel[(math.ceil(nx / 8), math.ceil(ny / 8)), (8, 8)](u, u_new, np.float32(d), np.float32(4), steps, fix_boundary,
+                                                                          move_boundary)
+    return heat_two_steps
+
+
+def test_two_heat_steps():
+    ch6.check_two_heat_steps(two_steps())
+    with pytest.raises(CheckFailed, match="one step ahead"):
+        ch6.check_two_heat_steps(two_steps(steps=1))
+    with pytest.raises(CheckFailed, match="boundary points changed"):
+        ch6.check_two_heat_steps(two_steps(move_boundary=True))
+    with pytest.raises(CheckFailed, match="next to the boundary"):
+        ch6.check_two_heat_steps(two_steps(fix_boundary=False))
+
+
+# --- 6.5 -----------------------------------------------------------------------------------------
+
+
+def test_stretched_coefficients():
+    ch6.check_stretched_coefficients(fd.nonuniform_coefficients)
+    with pytest.raises(CheckFailed, match="uniform weights"):
+        ch6.check_stretched_coefficients(lambda n, a: fd.nonuniform_coefficients(n, 0.0))
+    with pytest.raises(CheckFailed, match="dx/ds"):
+        ch6.check_stretched_coefficients(lambda n, a: fd.nonuniform_coefficients(n, 0.0) / fd.stretched_grid(n, a)[2][None, :])
+    with pytest.raises(CheckFailed, match=r"\(4, n\)"):
+        ch6.check_stretched_coefficients(lambda n, a: fd.nonuniform_coefficients(n, a).T)
+    with pytest.raises(CheckFailed, match="factor n"):
+        ch6.check_stretched_coefficients(lambda n, a: fd.nonuniform_coefficients(n, a) / n)
+    with pytest.raises(CheckFailed, match="should return an array"):
+        ch6.check_stretched_coefficients(lambda n, a: None)
