@@ -90,3 +90,16 @@ def test_chapter_notebooks_follow_the_skeleton():
             assert heading in text, f"{path.relative_to(ROOT)} has no {heading} section"
         first_code = next("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         assert "gpucourse.banner()" in first_code, f"{path.relative_to(ROOT)}: the first code cell must show the banner"
+
+
+def test_links_between_notebooks_resolve():
+    broken = []
+    for path in sorted([*ROOT.glob("chapters/*/*.ipynb"), *ROOT.glob("solutions/*.ipynb"), *ROOT.glob("exercises/*.ipynb")]):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            text = re.sub(r"`[^`]*`", "", "".join(cell["source"]))  # code spans are not links
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+                if not target.startswith(("http://", "https://")) and not (path.parent / target).exists():
+                    broken.append(f"{path.relative_to(ROOT)} -> {target}")
+    assert broken == []

@@ -25,6 +25,7 @@ from numba import cuda
 
 from ..arrays import as_numba
 from ..errors import LaunchConfigError
+from ..simulation import device_function, paced
 from ..validate import (
     blocks_to_cover,
     check_blocks,
@@ -34,7 +35,7 @@ from ..validate import (
     check_shared_memory,
     check_threads_per_block,
 )
-from .stencil import device_function, nonneg, paced
+from .stencil import nonneg
 
 #: Largest d = k dt / h^2 for which the explicit 2D step is stable.
 STABILITY_LIMIT = 0.25

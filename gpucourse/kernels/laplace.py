@@ -21,6 +21,7 @@ from numba import cuda
 
 from ..arrays import as_numba, require_cupy
 from ..errors import LaunchConfigError
+from ..simulation import paced
 from ..validate import (
     blocks_to_cover,
     check_blocks,
@@ -30,7 +31,6 @@ from ..validate import (
     check_shared_memory,
     check_threads_per_block,
 )
-from .stencil import paced
 
 #: The book's thread block: 32 x 16 threads (x, y).
 BOOK_BLOCK = (32, 16)
