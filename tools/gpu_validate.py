@@ -30,7 +30,7 @@ def main(out: Path, targets: list[str]) -> int:
     if shutil.which("nvidia-smi"):
         query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
         smi = subprocess.run(query, capture_output=True, text=True).stdout.strip()
-    versions = subprocess.run([sys.executable, "-c", "import gpucourse.banner as b; print(b.versions())"], capture_output=True, text=True,
+    versions = subprocess.run([sys.executable, "-c", "from gpucourse.banner import versions; print(versions())"], capture_output=True, text=True,
                               cwd=ROOT).stdout.strip()
     report = [f"# Course validation, {datetime.date.today().isoformat()}", "", f"- GPU, driver: {smi or 'none (simulator)'}",
               f"- versions: {versions}", f"- command: `python3 tools/gpu_validate.py OUT {' '.join(targets)}`", ""]
