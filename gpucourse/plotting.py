@@ -50,23 +50,8 @@ def plot_bandwidth(
     logx: bool = False,
 ):
     """Plot achieved GB/s over a sweep (one line), with the ceilings; return the axes."""
-    plt = _pyplot()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(list(x), list(gbs), marker="o", label=label)
-    draw_ceilings(ax, ceilings)
-    if logx:
-        ax.set_xscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("effective bandwidth (GB/s)")
-    ax.set_ylim(bottom=0)
-    if title:
-        ax.set_title(title)
-    mark_simulated(ax, simulated)
-    if label or ceilings is not None:
-        ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
-    return ax
+    return plot_bandwidth_lines({label: (x, gbs)}, xlabel=xlabel, ceilings=ceilings, title=title, simulated=simulated,
+                                ax=ax, logx=logx)
 
 
 def bar_bandwidth(
@@ -108,7 +93,7 @@ def add_fraction_axis(ax, ceilings: Ceilings | None) -> None:
 
 
 def plot_bandwidth_lines(
-    lines: Mapping[str, tuple[Sequence, Sequence[float]]],
+    lines: Mapping[str | None, tuple[Sequence, Sequence[float]]],
     *,
     xlabel: str,
     ceilings: Ceilings | None = None,
@@ -133,7 +118,7 @@ def plot_bandwidth_lines(
         ax.set_title(title)
     add_fraction_axis(ax, ceilings)
     mark_simulated(ax, simulated)
-    if lines or (ceilings is not None and not ceilings.simulated):
+    if any(lines) or (ceilings is not None and not ceilings.simulated):
         ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     return ax
