@@ -17,7 +17,6 @@ from .errors import (
     EnvironmentProblem,
     GPUOnlyFeature,
     LaunchConfigError,
-    MPIError,
     TimingError,
 )
 from .sizes import problem_size
@@ -38,7 +37,6 @@ __all__ = [
     "EnvironmentProblem",
     "GPUOnlyFeature",
     "LaunchConfigError",
-    "MPIError",
     "Timing",
     "TimingError",
     "array_module",

@@ -33,6 +33,3 @@ class ArrayArgumentError(CourseError, TypeError):
 class TimingError(CourseError, RuntimeError):
     """A benchmark could not be measured as asked."""
 
-
-class MPIError(CourseError, RuntimeError):
-    """MPI cannot do what was asked (for example, it is not CUDA-aware)."""
