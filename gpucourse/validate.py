@@ -72,6 +72,23 @@ def blocks_to_cover(n: int, threads_per_block: int) -> int:
     return max(1, -(-n // threads_per_block))
 
 
+def launch_1d(n: int, threads_per_block: int) -> tuple[int, int]:
+    """The checked (blocks, threads_per_block) of a 1D launch giving each of `n` items a thread."""
+    (threads,) = check_threads_per_block(threads_per_block)
+    blocks = blocks_to_cover(n, threads)
+    check_blocks(blocks)
+    return blocks, threads
+
+
+def launch_2d(shape: tuple[int, int], threads_per_block: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The checked (blocks, threads) of a 2D launch over `shape` (rows, columns): x across columns, y across rows."""
+    tx, ty = check_threads_per_block(threads_per_block)
+    rows, cols = shape
+    blocks = (blocks_to_cover(cols, tx), blocks_to_cover(rows, ty))
+    check_blocks(blocks)
+    return blocks, (tx, ty)
+
+
 def is_device_array(array) -> bool:
     """True for arrays a kernel may take in this mode: device arrays on a GPU; NumPy ones too in the simulator."""
     if hasattr(array, "__cuda_array_interface__"):

@@ -58,6 +58,15 @@ def test_blocks_to_cover(n, tpb, blocks):
     assert validate.blocks_to_cover(n, tpb) == blocks
 
 
+def test_launch_configurations(device):
+    assert validate.launch_1d(1000, 256) == (4, 256)
+    assert validate.launch_2d((100, 300), (32, 8)) == ((10, 13), (32, 8))  # x across the 300 columns
+    with pytest.raises(LaunchConfigError, match="limit"):
+        validate.launch_1d(10, device.max_threads_per_block + 32)
+    with pytest.raises(LaunchConfigError, match="limit"):
+        validate.launch_2d((10, 10), (device.max_threads_per_block, 2))
+
+
 def test_array_checks():
     device_array = gpucourse.to_device(np.zeros(8, np.float32))
     assert validate.check_device_array(device_array, "a", dtype=np.float32, ndim=1) is device_array

@@ -17,7 +17,7 @@ from numba import cuda
 
 from ..arrays import array_module, as_numba
 from ..timing import Ceilings
-from ..validate import blocks_to_cover, check_blocks, check_device_array, check_float_dtype, check_threads_per_block
+from ..validate import check_device_array, check_float_dtype, launch_1d
 
 # ---------------------------------------------------------------------------------------------
 # The kernels. The increment is passed in the array's own dtype: a literal 1 would be an int64,
@@ -38,13 +38,6 @@ def stride_kernel(a, n, stride, one):
         a[i * stride] += one  # thread i touches element i * stride: neighbours are `stride` apart
 
 
-def _launch(a, n: int, threads_per_block: int) -> tuple[int, int]:
-    (tpb,) = check_threads_per_block(threads_per_block)
-    blocks = blocks_to_cover(n, tpb)
-    check_blocks(blocks)
-    return blocks, tpb
-
-
 def offset_increment(a, n: int, offset: int, threads_per_block: int = 256) -> None:
     """Add one to a[offset : offset + n] of a float32/float64 device array, one element per thread."""
     check_device_array(a, "a", ndim=1)
@@ -53,7 +46,7 @@ def offset_increment(a, n: int, offset: int, threads_per_block: int = 256) -> No
         raise ValueError(f"n must be positive and offset non-negative; got n={n}, offset={offset}")
     if offset + n > a.shape[0]:
         raise ValueError(f"a has {a.shape[0]} elements but offset + n = {offset + n}: allocate at least n + largest offset")
-    blocks, tpb = _launch(a, n, threads_per_block)
+    blocks, tpb = launch_1d(n, threads_per_block)
     offset_kernel[blocks, tpb](a, np.int64(n), np.int64(offset), dtype.type(1))
 
 
@@ -65,7 +58,7 @@ def stride_increment(a, n: int, stride: int, threads_per_block: int = 256) -> No
         raise ValueError(f"n and stride must be positive; got n={n}, stride={stride}")
     if (n - 1) * stride + 1 > a.shape[0]:
         raise ValueError(f"a has {a.shape[0]} elements but the last index is {(n - 1) * stride}: allocate n * largest stride")
-    blocks, tpb = _launch(a, n, threads_per_block)
+    blocks, tpb = launch_1d(n, threads_per_block)
     stride_kernel[blocks, tpb](a, np.int64(n), np.int64(stride), dtype.type(1))
 
 

@@ -22,8 +22,9 @@ from numba.cuda import libdevice
 
 from .. import mode
 from ..arrays import as_numba
+from ..compilation import jit_variant
 from ..errors import GPUOnlyFeature, LaunchConfigError
-from ..validate import blocks_to_cover, check_blocks, check_device_array, check_same_shape, check_threads_per_block
+from ..validate import check_device_array, check_same_shape, launch_1d
 
 # ---------------------------------------------------------------------------------------------
 # Accuracy: one function applied once per element, compiled precise and fast.
@@ -65,7 +66,7 @@ def divide_kernel(out, x, y):
         out[i] = x[i] / y[i]
 
 
-divide_fast_kernel = cuda.jit(fastmath=True)(divide_kernel.py_func)
+divide_fast_kernel = jit_variant(divide_kernel, fastmath=True)
 
 
 def _check_float32_pair(out, x, names=("out", "x")):
@@ -74,19 +75,12 @@ def _check_float32_pair(out, x, names=("out", "x")):
     check_same_shape(out, x, names)
 
 
-def _grid(n: int, threads_per_block: int) -> tuple[int, int]:
-    (tpb,) = check_threads_per_block(threads_per_block)
-    blocks = blocks_to_cover(n, tpb)
-    check_blocks(blocks)
-    return blocks, tpb
-
-
 def apply(out, x, name: str, fastmath: bool = False, threads_per_block: int = 256) -> None:
     """out <- name(x) elementwise for float32 device arrays ('sin', 'cos', 'exp', 'log'), precise or fast."""
     out, x = as_numba(out), as_numba(x)
     _check_float32_pair(out, x)
     kernel = unary_kernel(name, fastmath)
-    blocks, tpb = _grid(x.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(x.shape[0], threads_per_block)
     kernel[blocks, tpb](out, x)
 
 
@@ -95,7 +89,7 @@ def divide(out, x, y, fastmath: bool = False, threads_per_block: int = 256) -> N
     out, x, y = as_numba(out), as_numba(x), as_numba(y)
     _check_float32_pair(out, x)
     check_device_array(y, "y", dtype=np.float32, ndim=1, shape=tuple(x.shape))
-    blocks, tpb = _grid(x.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(x.shape[0], threads_per_block)
     (divide_fast_kernel if fastmath else divide_kernel)[blocks, tpb](out, x, y)
 
 
@@ -130,7 +124,7 @@ def sine_chain(values, steps: int, fastmath: bool = False, threads_per_block: in
     check_device_array(values, "values", dtype=np.float32, ndim=1)
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative int; got {steps!r}")
-    blocks, tpb = _grid(values.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(values.shape[0], threads_per_block)
     kernel = sine_chain_fast_kernel if fastmath else sine_chain_kernel
     kernel[blocks, tpb](values, np.int32(steps), np.float32(0.5), np.float32(0.25))  # a contraction: errors do not grow
 
@@ -179,7 +173,7 @@ def sin_cos(sines, cosines, x, together: bool = True, threads_per_block: int = 2
     sines, cosines, x = as_numba(sines), as_numba(cosines), as_numba(x)
     _check_float32_pair(sines, x, ("sines", "x"))
     _check_float32_pair(cosines, x, ("cosines", "x"))
-    blocks, tpb = _grid(x.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(x.shape[0], threads_per_block)
     if together:
         _require_libdevice("libdevice.sincosf")
         sin_cos_together_kernel[blocks, tpb](sines, cosines, x)
@@ -223,7 +217,7 @@ def rounded(out, a, b, operation: str = "add", threads_per_block: int = 256) -> 
     if operation not in kernels:
         raise ValueError(f"operation must be 'add' or 'multiply'; got {operation!r}")
     _require_libdevice(f"Directed rounding (libdevice.f{'add' if operation == 'add' else 'mul'}_ru and friends)")
-    blocks, tpb = _grid(a.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(a.shape[0], threads_per_block)
     kernels[operation][blocks, tpb](out, a, b)
 
 
@@ -335,7 +329,7 @@ def branch(values, steps: int, split: str = "by_thread", threads_per_block: int 
         raise ValueError(f"split must be one of {BRANCHES}; got {split!r}")
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative int; got {steps!r}")
-    blocks, tpb = _grid(values.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(values.shape[0], threads_per_block)
     if tpb % 32:
         raise LaunchConfigError(f"threads_per_block={tpb} is not a multiple of the warp size (32): a warp would straddle blocks.")
     kernel = branch_by_thread_kernel if split == "by_thread" else branch_by_warp_kernel
@@ -358,5 +352,5 @@ def parity(x, split: str = "by_thread", threads_per_block: int = 256) -> None:
     check_device_array(x, "x", dtype=np.int32, ndim=1)
     if split not in BRANCHES:
         raise ValueError(f"split must be one of {BRANCHES}; got {split!r}")
-    blocks, tpb = _grid(x.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(x.shape[0], threads_per_block)
     (parity_by_thread_kernel if split == "by_thread" else parity_by_warp_kernel)[blocks, tpb](x)

@@ -6,6 +6,8 @@ so that a wrong dtype or a block over the device's limit is a clear Python error
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -16,6 +18,7 @@ from ..validate import (
     check_float_dtype,
     check_same_shape,
     check_threads_per_block,
+    launch_2d,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -92,15 +95,6 @@ def increment_2d_column_major_kernel(a, b):
     row, col = cuda.grid(2)  # the Fortran book's mapping: x -> first index; strided on a C-order array
     if row < a.shape[0] and col < a.shape[1]:
         a[row, col] += b
-
-
-def launch_2d(shape: tuple[int, int], threads_per_block: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The (blocks, threads) of a 2D launch with x across columns and y across rows of `shape`."""
-    tx, ty = check_threads_per_block(threads_per_block)
-    rows, cols = shape
-    blocks = (blocks_to_cover(cols, tx), blocks_to_cover(rows, ty))
-    check_blocks(blocks)
-    return blocks, (tx, ty)
 
 
 def increment_2d(a, b, threads_per_block: tuple[int, int] = (32, 8), column_major: bool = False) -> None:
@@ -216,6 +210,11 @@ extern "C" __global__ void increment_c(float* a, float b, int n)
 """
 
 
+@functools.cache
+def _increment_cuda_c_kernel(cupy):
+    return cupy.RawKernel(INCREMENT_CUDA_C, "increment_c")  # compiled by NVRTC on first launch
+
+
 def increment_cuda_c(a, b: float, threads_per_block: int = 256) -> None:
     """Add `b` to a float32 CuPy array with a CUDA C kernel compiled by CuPy (GPU only)."""
     from ..arrays import require_cupy
@@ -223,7 +222,7 @@ def increment_cuda_c(a, b: float, threads_per_block: int = 256) -> None:
     cupy = require_cupy("A CUDA C kernel through cupy.RawKernel")
     check_device_array(a, "a", dtype=np.float32, ndim=1)
     (tpb,) = check_threads_per_block(threads_per_block)
-    kernel = cupy.RawKernel(INCREMENT_CUDA_C, "increment_c")  # CuPy caches the compiled module
+    kernel = _increment_cuda_c_kernel(cupy)
     n = a.shape[0]
     kernel((blocks_to_cover(n, tpb),), (tpb,), (a, np.float32(b), np.int32(n)))
 

@@ -23,13 +23,12 @@ from ..arrays import as_numba, require_cupy
 from ..errors import LaunchConfigError
 from ..simulation import paced
 from ..validate import (
-    blocks_to_cover,
-    check_blocks,
     check_device_array,
     check_float_dtype,
     check_same_shape,
     check_shared_memory,
     check_threads_per_block,
+    launch_2d,
 )
 
 #: The book's thread block: 32 x 16 threads (x, y).
@@ -127,16 +126,11 @@ def _check(a, a_new) -> np.dtype:
     return dtype
 
 
-def _grid(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
-    bx, by = check_threads_per_block(block)
-    return check_blocks((blocks_to_cover(shape[1], bx), blocks_to_cover(shape[0], by)))
-
-
 @paced
 def jacobi_global(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
     """One Jacobi sweep a -> a_new (interior only), neighbours read from global memory."""
     dtype = _check(a, a_new)
-    jacobi_global_kernel[_grid(a.shape, block), block](as_numba(a), as_numba(a_new), *weights(dtype))
+    jacobi_global_kernel[launch_2d(a.shape, block)[0], block](as_numba(a), as_numba(a_new), *weights(dtype))
 
 
 @paced
@@ -146,7 +140,7 @@ def jacobi_shared(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
     bx, by = check_threads_per_block(block)
     check_shared_memory((bx + 2) * (by + 2) * dtype.itemsize)
     kernel = jacobi_shared_kernel(bx, by, dtype.name)
-    kernel[_grid(a.shape, block), block](as_numba(a), as_numba(a_new), *weights(dtype))
+    kernel[launch_2d(a.shape, block)[0], block](as_numba(a), as_numba(a_new), *weights(dtype))
 
 
 @functools.cache
@@ -195,7 +189,7 @@ def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] = BOOK_B
     target = a_new if isinstance(a_new, cupy.ndarray) else cupy.asarray(a_new)
     ny, nx = reader.array.shape
     args = (reader.texture, target, np.int32(nx), np.int32(ny), *weights(np.float32))
-    module.get_function("jacobi_texture")(_grid((ny, nx), block), block, args)
+    module.get_function("jacobi_texture")(launch_2d((ny, nx), block)[0], block, args)
 
 
 def jacobi_readonly(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
@@ -207,7 +201,7 @@ def jacobi_readonly(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
     ny, nx = a.shape
     views = [x if isinstance(x, cupy.ndarray) else cupy.asarray(x) for x in (a, a_new)]
     args = (*views, np.int32(nx), np.int32(ny), *weights(np.float32))
-    module.get_function("jacobi_readonly")(_grid(a.shape, block), block, args)
+    module.get_function("jacobi_readonly")(launch_2d(a.shape, block)[0], block, args)
 
 
 def max_residual(a, a_new) -> float:

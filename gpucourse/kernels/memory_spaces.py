@@ -24,22 +24,16 @@ from ..arrays import random_array, require_cupy
 from ..compilation import jit_variant
 from ..errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
 from ..validate import (
-    blocks_to_cover,
     check_blocks,
     check_device_array,
     check_float_dtype,
     check_same_shape,
     check_threads_per_block,
+    launch_1d,
+    launch_2d,
 )
 
 WARP = 32
-
-
-def _launch_1d(n: int, threads_per_block: int) -> tuple[int, int]:
-    (tpb,) = check_threads_per_block(threads_per_block)
-    blocks = blocks_to_cover(n, tpb)
-    check_blocks(blocks)
-    return blocks, tpb
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +69,7 @@ def strided_read(b, a, stride: int, path: str = "global", threads_per_block: int
         raise ArrayArgumentError(f"a has {a.shape[0]} elements, but b[{n - 1}] reads a[{(n - 1) * stride}]: make a at least n * stride long")
     if path not in LOAD_PATHS:
         raise ValueError(f"path must be one of {LOAD_PATHS}; got {path!r}")
-    blocks, tpb = _launch_1d(n, threads_per_block)
+    blocks, tpb = launch_1d(n, threads_per_block)
     if path == "global":
         strided_read_kernel[blocks, tpb](b, a, np.int64(stride), dtype.type(1))
         return
@@ -145,7 +139,7 @@ def cuda_c_strided_read(b, a, stride: int, path: str, texture_object=None, threa
     n = b.shape[0]
     if stride < 1 or (n - 1) * stride >= a.shape[0]:
         raise ArrayArgumentError(f"stride {stride} reads past the end of a ({a.shape[0]} elements) for n={n}")
-    blocks, tpb = _launch_1d(n, threads_per_block)
+    blocks, tpb = launch_1d(n, threads_per_block)
     module = _strided_read_module()
     if path == "CUDA C texture":
         if texture_object is None:
@@ -197,17 +191,10 @@ def _check_mesh(b, a) -> np.dtype:
     return dtype
 
 
-def _launch_2d(shape: tuple[int, int], threads_per_block: tuple[int, int]):
-    tx, ty = check_threads_per_block(threads_per_block)
-    blocks = (blocks_to_cover(shape[1], tx), blocks_to_cover(shape[0], ty))
-    check_blocks(blocks)
-    return blocks, (tx, ty)
-
-
 def average(b, a, points: int, threads_per_block: tuple[int, int] = (32, 8)) -> None:
     """b = mean of the `points` (4 or 8) neighbours of each interior point of `a` (Numba, global loads)."""
     dtype = _check_mesh(b, a)
-    blocks, threads = _launch_2d(b.shape, threads_per_block)
+    blocks, threads = launch_2d(b.shape, threads_per_block)
     if points == 4:
         average4_kernel[blocks, threads](b, a, dtype.type(0.25))
     elif points == 8:
@@ -273,7 +260,7 @@ def cuda_c_average(b, a, points: int, texture_object=None, threads_per_block: tu
         raise ArrayArgumentError("the CUDA C averages are compiled for float32 arrays")
     if points not in (4, 8):
         raise ValueError(f"points must be 4 or 8; got {points}")
-    blocks, threads = _launch_2d(b.shape, threads_per_block)
+    blocks, threads = launch_2d(b.shape, threads_per_block)
     rows, cols = b.shape
     name, source = ("average_global", cupy.asarray(a)) if texture_object is None else ("average_texture", texture_object)
     _average_module().get_function(name)(blocks, threads, (cupy.asarray(b), source, np.int32(rows), np.int32(cols), np.int32(points)))
@@ -323,7 +310,7 @@ def local_memory_demo(out, values, variant: str, k: int = 1, threads_per_block: 
     check_device_array(out, "out", dtype=np.float32, ndim=1)
     check_device_array(values, "values", dtype=np.float32, ndim=1)
     check_same_shape(out, values, ("out", "values"))
-    blocks, tpb = _launch_1d(out.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(out.shape[0], threads_per_block)
     if variant == "static":
         local_static_kernel[blocks, tpb](out, values)
     elif variant == "dynamic":
@@ -390,7 +377,7 @@ def register_hungry(out, values, rounds: int = 4, kernel=None, threads_per_block
     """Run the register-hungry kernel (or a `register_limited` version of it) on float32 device arrays."""
     check_device_array(out, "out", dtype=np.float32, ndim=1)
     check_device_array(values, "values", dtype=np.float32, ndim=2, shape=(HUNGRY, out.shape[0]))
-    blocks, tpb = _launch_1d(out.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(out.shape[0], threads_per_block)
     (kernel or register_hungry_kernel)[blocks, tpb](out, values, np.int32(rounds))
 
 
@@ -446,7 +433,7 @@ def table_reads(out, x, distinct: int, reads: int, space: str = "constant", tabl
     (tpb,) = check_threads_per_block(threads_per_block)
     if tpb % WARP:
         raise LaunchConfigError(f"threads_per_block must be a multiple of {WARP} so that warps and lanes line up; got {tpb}")
-    blocks, tpb = _launch_1d(out.shape[0], tpb)
+    blocks, tpb = launch_1d(out.shape[0], tpb)
     if space == "constant":
         constant_table_kernel[blocks, tpb](out, x, np.int32(distinct), np.int32(reads))
     elif space == "global":
@@ -500,7 +487,7 @@ def cuda_c_table_reads(out, x, distinct: int, reads: int, threads_per_block: int
     check_same_shape(out, x, ("out", "x"))
     if not 1 <= distinct <= WARP or reads < 1:
         raise ValueError(f"distinct must be in 1..{WARP} and reads >= 1; got distinct={distinct}, reads={reads}")
-    blocks, tpb = _launch_1d(out.shape[0], threads_per_block)
+    blocks, tpb = launch_1d(out.shape[0], threads_per_block)
     n = out.shape[0]
     _constant_module().get_function("constant_table_c")((blocks,), (tpb,), (cupy.asarray(out), cupy.asarray(x), np.int32(distinct),
                                                                            np.int32(reads), np.int32(n)))
@@ -547,7 +534,7 @@ def shared_stride_reads(out, table, stride: int, reads: int, threads_per_block: 
     (tpb,) = check_threads_per_block(threads_per_block)
     if tpb % WARP:
         raise LaunchConfigError(f"threads_per_block must be a multiple of {WARP}; got {tpb}")
-    blocks, tpb = _launch_1d(out.shape[0], tpb)
+    blocks, tpb = launch_1d(out.shape[0], tpb)
     shared_stride_kernel[blocks, tpb](out, table, np.int32(stride), np.int32(reads))
 
 
@@ -608,12 +595,3 @@ def tile_row_sums(out, x, padded: bool) -> None:
 def tile_bytes(rows: int) -> int:
     """Bytes a tile_row_sums launch reads and writes: the (rows, 32) float32 input and the rows outputs."""
     return 4 * (rows * TILE + rows)
-
-
-def shared_memory_banks_note(device) -> str:
-    """A sentence on this device's shared memory (per block and per SM)."""
-    if device.simulated:
-        return "The simulator keeps shared arrays in NumPy: it has no banks and no conflicts to measure."
-    per_sm = device.max_shared_per_multiprocessor
-    return (f"{device.name}: {device.max_shared_per_block // 1024} KiB of shared memory per block without opting in"
-            + (f", {per_sm // 1024} KiB per SM (shared with the L1 cache)" if per_sm else "") + "; 32 banks of 4 bytes.")
