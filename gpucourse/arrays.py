@@ -68,12 +68,23 @@ def to_host(array) -> np.ndarray:
 
 
 def as_numba(array):
-    """View a CuPy array as a Numba device array without copying (launches faster); others pass through."""
-    if mode.on_gpu() and hasattr(array, "__cuda_array_interface__") and not hasattr(array, "copy_to_host"):
-        from numba import cuda
+    """View a CuPy array as a Numba device array (no copy, no host wait); others pass through.
 
-        return cuda.as_cuda_array(array)
-    return array
+    Numba's own conversion waits on the host for the stream the array names (its CUDA array
+    interface's "stream"). Here the wait stays on the device instead: when that stream is not the
+    legacy default stream Numba launches on, the default stream waits for it through an event.
+    """
+    if not mode.on_gpu() or hasattr(array, "copy_to_host") or not hasattr(array, "__cuda_array_interface__"):
+        return array
+    from numba import cuda
+
+    from .launch import STREAMS
+
+    interface = array.__cuda_array_interface__
+    producer = interface.get("stream")
+    if producer not in (None, 1):  # 1 is the legacy default stream itself
+        STREAMS.order(int(producer), 0)
+    return cuda.from_cuda_array_interface(interface, owner=array, sync=False)
 
 
 def random_array(shape, dtype=np.float32, seed: int = 0, low: float = -1.0, high: float = 1.0) -> np.ndarray:

@@ -33,3 +33,15 @@ class ArrayArgumentError(CourseError, TypeError):
 class TimingError(CourseError, RuntimeError):
     """A benchmark could not be measured as asked."""
 
+
+
+class CaptureError(CourseError, RuntimeError):
+    """Something a CUDA graph cannot hold (a synchronization, an allocation, a compilation) happened during its capture."""
+
+
+class PlanMismatch(ArrayArgumentError):
+    """Arrays handed to a plan that was made for another shape, dtype or layout."""
+
+
+class LaunchError(CourseError, RuntimeError):
+    """The CUDA driver refused a kernel launch (the message names the kernel and the driver's error)."""

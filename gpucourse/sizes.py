@@ -49,6 +49,7 @@ SIZES: dict[str, Size] = {
                          unit="(elements, loop steps: intensity = steps flop/byte in float32)"),
     "ch2_peak_flops": Size(gpu=(1 << 20, 2048), simulator=(128, 2), unit="(threads, loop steps of 16 fused multiply-adds)"),
     "ch2_latency": Size(gpu=(1 << 20, 32, 20000), simulator=(64, 4, 200), unit="(slots, int32 per slot, dependent loads)"),
+    "ch2_graph_launches": Size(gpu=100, simulator=2, unit="launches recorded in the graph whose replay is timed"),
     "ch2_test": Size(gpu=1 << 21, simulator=320, unit="float32 elements of the unit tests (a multiple of 4; tests add odd tails)"),
     "ch2_test_steps": Size(gpu=8, simulator=2, unit="loop steps of the compute kernels in the unit tests"),
     "ch2_exercise": Size(gpu=(1 << 22) + 37, simulator=1000 + 37, unit="elements (not a multiple of 4 or of a block)"),
@@ -110,7 +111,8 @@ SIZES: dict[str, Size] = {
     # --- Chapter 6: finite differences ---------------------------------------------------------
     "ch6_grid": Size(gpu=256, simulator=9, unit="points per side of the periodic cube (derivatives)"),
     "ch6_book_grid": Size(gpu=64, simulator=12, unit="points per side: the book's 64^3 (tiny in the simulator)"),
-    "ch6_table_grids": Size(gpu=(64, 256), simulator=(9,), unit="points per side of each cube in the bandwidth table"),
+    # 512^3 float32 (512 MiB an array) is ten times an H100's L2; 256^3 (64 MiB) partly stays in it between launches
+    "ch6_table_grids": Size(gpu=(64, 256, 512), simulator=(9,), unit="points per side of each cube in the bandwidth table"),
     "ch6_test_shape": Size(gpu=(72, 80, 96), simulator=(9, 10, 12), unit="(nz, ny, nx) of the derivative tests"),
     "ch6_repeat": Size(gpu=20, simulator=1, unit="timed samples per measurement"),
     "ch6_lpencils_rows": Size(gpu=8, simulator=3, unit="rows of threads of the book's lPencils tile (32 x rows threads)"),
@@ -131,6 +133,9 @@ SIZES: dict[str, Size] = {
     "ch6_heat_tile": Size(gpu=32, simulator=10, unit="threads per side of a temporal-blocking block (p)"),
     "ch6_exercise_shape": Size(gpu=(40, 48, 36), simulator=(10, 9, 11), unit="(nz, ny, nx) of the exercise checks, no axis a power of two"),
     "ch6_exercise_heat": Size(gpu=(500, 700), simulator=(11, 13), unit="(ny, nx) mesh of the two-step heat exercise"),
+    "ch6_heat_run": Size(gpu=((4096, 4096), 2000), simulator=((11, 13), 8), unit="((ny, nx), time steps) of the end-to-end run"),
+    "ch6_laplace_run": Size(gpu=((4096, 4096), 1000, 10), simulator=((10, 12), 8, 4),
+                            unit="((ny, nx), sweeps, sweeps between residual checks) of the end-to-end run"),
     "ch6_heat_steps": Size(gpu=(1, 2, 3, 4, 5, 6, 7, 8), simulator=(1, 2, 3), unit="time steps per launch (s) to compare"),
 }
 

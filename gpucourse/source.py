@@ -10,6 +10,7 @@ import textwrap
 def source_of(obj) -> str:
     """The Python source of a function, a Numba kernel (real or simulated) or a module."""
     target = getattr(obj, "py_func", None) or getattr(obj, "fn", None) or obj
+    target = inspect.unwrap(target) if hasattr(target, "__wrapped__") else target  # a planned launcher: its builder
     return textwrap.dedent(inspect.getsource(target))
 
 

@@ -3,9 +3,13 @@
 On a GPU a Numba launch costs the host tens of microseconds, longer than many kernels run. Events
 recorded around launches issued one by one would then time the host, not the kernel. `benchmark`
 therefore holds the stream with a tiny *gate* kernel that spins until the host has queued every
-timed call, then lets them run back to back: the events see only GPU time. The host's own cost per
-call is measured separately, and a kernel whose host cost exceeds its GPU time is reported as
-launch-bound. In simulator mode the same function times with the wall clock, and says so.
+timed call, then lets them run back to back: the events see only GPU time.
+
+That is half the truth. The other half is what a program calling `fn` in a loop gets, host costs
+included: `benchmark` also times plain back-to-back calls (events, no gate) and says in words when
+the two differ by more than 20 %. If `fn` waits for the GPU, the gate cannot hold its launches:
+`benchmark` then finds the call that waits, names it, and times each call on its own. In simulator
+mode the same function times with the wall clock, and says so.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +56,10 @@ def effective_bandwidth_gbs(bytes_moved: float, milliseconds: float) -> float:
     return bytes_moved / (milliseconds * 1e-3) / 1e9
 
 
+#: Back-to-back calls slower than the GPU time by more than this factor are reported in words.
+BACK_TO_BACK_TOLERANCE = 1.2
+
+
 @dataclass(frozen=True)
 class Timing:
     """The result of `benchmark`: per-call times in ms and how they were taken."""
@@ -58,6 +69,8 @@ class Timing:
     clock: str
     host_ms_per_call: float | None = None
     gated: bool = False
+    back_to_back_ms: float | None = None
+    waits_at: str | None = None
 
     @property
     def median_ms(self) -> float:
@@ -84,16 +97,51 @@ class Timing:
         """True when the host needs longer to issue a call than the GPU needs to run it."""
         return (not self.simulated) and self.host_ms_per_call is not None and self.host_ms_per_call > self.median_ms
 
+    @property
+    def back_to_back_slowdown(self) -> float | None:
+        """Time per call of plain back-to-back calls over the GPU time per call (1.0: the host keeps up)."""
+        if self.back_to_back_ms is None or self.simulated:
+            return None
+        return self.back_to_back_ms / self.median_ms
+
+    @property
+    def host_limited(self) -> bool:
+        """True when calls issued back to back run more than 20 % slower than the GPU runs them."""
+        slowdown = self.back_to_back_slowdown
+        return slowdown is not None and slowdown > BACK_TO_BACK_TOLERANCE
+
     def bandwidth_gbs(self, bytes_moved: float) -> float:
-        """Effective bandwidth in GB/s for a call that moves `bytes_moved` bytes, at the median time."""
+        """Effective bandwidth in GB/s for a call that moves `bytes_moved` bytes, at the median GPU time."""
         return effective_bandwidth_gbs(bytes_moved, self.median_ms)
+
+    def back_to_back_gbs(self, bytes_moved: float) -> float | None:
+        """Effective bandwidth in GB/s a loop of plain calls reaches, host costs included (None if not measured)."""
+        if self.back_to_back_ms is None:
+            return None
+        return effective_bandwidth_gbs(bytes_moved, self.back_to_back_ms)
+
+    def verdict(self) -> str:
+        """One sentence on how a loop of calls compares with the GPU time (empty when they agree)."""
+        if self.waits_at:
+            return f"each call waits for the GPU ({self.waits_at}), so calls cannot overlap: a loop of them pays every launch and wait in full"
+        if not self.host_limited:
+            return ""
+        host = f" (the host needs {1e3 * self.host_ms_per_call:.0f} us to issue one)" if self.host_ms_per_call else ""
+        return (
+            f"called back to back, each call takes {1e3 * self.back_to_back_ms:.0f} us, {self.back_to_back_slowdown:.1f}x the "
+            f"{1e3 * self.median_ms:.0f} us the GPU needs{host}: the host, not the GPU, sets the pace. "
+            "A plan (made once, then only launched) or a CUDA graph removes that cost"
+        )
 
     def __str__(self) -> str:
         text = (
             f"median {self.median_ms:.4g} ms (min {self.min_ms:.4g}, max {self.max_ms:.4g}; "
             f"{len(self.samples_ms)} samples of {self.calls_per_sample} call(s), {self.clock})"
         )
-        if self.launch_bound:
+        verdict = self.verdict()
+        if verdict:
+            text += "; " + verdict
+        elif self.launch_bound:
             text += (
                 f"; launch-bound: the host needs {1e3 * self.host_ms_per_call:.0f} us to issue a call, "
                 f"the GPU {1e3 * self.median_ms:.0f} us to run it"
@@ -162,6 +210,39 @@ def _simulated_benchmark(fn: Callable[[], object], warmup: int, repeat: int, cal
     return Timing(tuple(samples), calls_per_sample, "simulator wall clock")
 
 
+def _where_it_waits(fn: Callable[[], object], gate: _Gate, cupy_stream, timeout_ms: float) -> str:
+    """Call `fn` behind a closed gate and read, from another thread, where the call is stuck waiting."""
+    main = threading.get_ident()
+    seen: list = []
+    running = threading.Event()
+
+    def watch() -> None:
+        time.sleep(min(0.05, timeout_ms / 4e3))
+        if running.is_set():
+            frame = sys._current_frames().get(main)
+            if frame is not None:
+                seen.extend(traceback.extract_stack(frame))
+
+    gate.close(cupy_stream, timeout_ms)
+    watcher = threading.Thread(target=watch, daemon=True)
+    running.set()
+    watcher.start()
+    try:
+        fn()
+    finally:
+        running.clear()
+        gate.open()
+        watcher.join()
+    here = next((i for i, f in enumerate(seen) if f.name == "_where_it_waits"), None)
+    if here is None or here + 1 >= len(seen):
+        return "a call inside fn waits for the GPU (it could not be located)"
+    caller, inner = seen[here + 1], seen[-1]
+    text = f"at {inner.filename.rsplit('/', 1)[-1]}:{inner.lineno} in {inner.name}()"
+    if inner is not caller:
+        text += f", reached from {caller.line or caller.name}"
+    return text
+
+
 def benchmark(
     fn: Callable[[], object],
     *,
@@ -170,13 +251,15 @@ def benchmark(
     calls_per_sample: int | None = None,
     min_sample_ms: float = 2.0,
     max_calls_per_sample: int = 200,
+    back_to_back_repeat: int = 5,
     stream=None,
 ) -> Timing:
     """Time `fn()` (which queues GPU work) in ms per call: warm-up, then the median of `repeat` samples.
 
     On a GPU each sample queues `calls_per_sample` calls behind a gate and times them with CUDA
-    events; `fn` must not synchronize (if it does, the gate is noticed to time out and each call
-    is timed alone instead). In the simulator, the wall clock times each call.
+    events (GPU time); `back_to_back_repeat` more samples time plain back-to-back calls (what a loop
+    gets, host costs included). If `fn` waits for the GPU, the gate cannot hold it: the call that
+    waits is named in the result and each call is timed alone. In the simulator, the wall clock times each call.
     """
     if warmup < 0 or (repeat is not None and repeat < 1):
         raise ValueError("warmup must be >= 0 and repeat >= 1")
@@ -216,16 +299,14 @@ def benchmark(
         return cupy.cuda.get_elapsed_time(start_event, end_event) / calls
 
     def plain_sample(calls: int) -> float:
-        start_event.record(cupy_stream)
-        for _ in range(calls):
-            fn()
-        end_event.record(cupy_stream)
-        end_event.synchronize()
-        return cupy.cuda.get_elapsed_time(start_event, end_event) / calls
+        return back_to_back_us(fn, calls, cupy_stream) / 1e3
 
     first = gated_sample(1)
     gated = first is not None
-    if not gated:  # fn waits for the GPU, so launches cannot be queued: time each call on its own
+    waits_at = None
+    if not gated:  # fn waits for the GPU, so launches cannot be queued: find the wait, then time each call on its own
+        waits_at = _where_it_waits(fn, gate, cupy_stream, 200.0 + 10.0 * host_ms_per_call)
+        cuda.synchronize()
         first = plain_sample(1)
     if calls_per_sample is None:
         calls_per_sample = int(min(max_calls_per_sample, max(1, math.ceil(min_sample_ms / max(first, 1e-6)))))
@@ -240,8 +321,29 @@ def benchmark(
                 f"{calls_per_sample} calls. Pass calls_per_sample= a smaller number."
             )
         samples.append(value)
-    clock = "CUDA events, launches queued behind a gate" if gated else "CUDA events, one call at a time (fn synchronizes)"
-    return Timing(tuple(samples), calls_per_sample, clock, host_ms_per_call, gated)
+    if gated:
+        back_to_back = statistics.median(plain_sample(calls_per_sample) for _ in range(max(1, back_to_back_repeat)))
+        clock = "CUDA events, launches queued behind a gate"
+    else:
+        back_to_back = statistics.median(samples)
+        clock = "CUDA events, one call at a time (fn waits for the GPU)"
+    return Timing(tuple(samples), calls_per_sample, clock, host_ms_per_call, gated, back_to_back, waits_at)
+
+
+def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1) -> float:
+    """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (what a user waits)."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError("repeat must be >= 1 and warmup >= 0")
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        synchronize()
+        start = time.perf_counter()
+        fn()
+        synchronize()
+        samples.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(samples)
 
 
 @dataclass(frozen=True)
@@ -309,3 +411,36 @@ def bandwidth_ceilings() -> Ceilings:
     from numba import cuda
 
     return _ceilings_for(cuda.get_current_device().id, False)
+
+
+def host_cost_us(fn: Callable[[], object], calls: int = 200, batches: int = 5) -> float:
+    """Host time in us to issue one call of `fn` (median over batches; the GPU is idle when each batch starts)."""
+    if calls < 1 or batches < 1:
+        raise ValueError("calls and batches must be >= 1")
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(batches):
+        synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append(1e6 * (time.perf_counter() - start) / calls)
+    synchronize()
+    return statistics.median(samples)
+
+
+def back_to_back_us(fn: Callable[[], object], calls: int = 200, stream=None) -> float:
+    """GPU time in us per call of `calls` plain back-to-back calls of `fn`, idle gaps included (CUDA events, no gate)."""
+    if mode.is_simulator():
+        raise TimingError("back-to-back GPU time needs CUDA events: there are none in the simulator")
+    cupy = require_cupy("CUDA event timing")
+    cupy_stream = _cupy_stream(stream)
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    synchronize()
+    start.record(cupy_stream)
+    for _ in range(calls):
+        fn()
+    end.record(cupy_stream)
+    end.synchronize()
+    return 1e3 * cupy.cuda.get_elapsed_time(start, end) / calls

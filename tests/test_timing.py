@@ -36,7 +36,8 @@ def test_benchmark_a_kernel():
     timing = benchmark(lambda: intro.increment(a, 1.0), repeat=3)
     assert len(timing.samples_ms) == 3 and all(s > 0 for s in timing.samples_ms)
     assert timing.min_ms <= timing.median_ms <= timing.max_ms
-    calls = 3 * timing.calls_per_sample + max(1, 2) + 3 + 1  # samples + warm-up + host-cost calls + first sample
+    # samples + warm-up + host-cost calls + first sample, and on a GPU 5 samples of plain back-to-back calls
+    calls = 3 * timing.calls_per_sample + max(1, 2) + 3 + 1 + 5 * timing.calls_per_sample
     result = gpucourse.to_host(a)
     assert result.min() == result.max() == pytest.approx(calls if mode.on_gpu() else 3 + 2)
     if mode.on_gpu():
@@ -56,7 +57,34 @@ def test_benchmark_of_a_synchronizing_call_is_not_gated():
     timing = benchmark(increment_and_wait, repeat=2, calls_per_sample=2)
     if mode.on_gpu():
         assert not timing.gated and "one call at a time" in timing.clock
+        # the result names the call that waits, and says what that does to a loop
+        assert "synchronize" in timing.waits_at and "gpucourse.synchronize()" in timing.waits_at, timing.waits_at
+        assert "waits for the GPU" in str(timing) and timing.back_to_back_ms == timing.median_ms
+    else:
+        assert timing.waits_at is None
     assert len(timing.samples_ms) == 2
+
+
+def test_back_to_back_figure_and_its_verdict():
+    gpu = Timing((0.05,), 40, "CUDA events", host_ms_per_call=0.09, gated=True, back_to_back_ms=0.092)
+    assert gpu.host_limited and gpu.back_to_back_slowdown == pytest.approx(1.84)
+    assert "1.8x" in gpu.verdict() and "90 us to issue one" in str(gpu) and "plan" in gpu.verdict()
+    assert gpu.back_to_back_gbs(1e6) == pytest.approx(1e6 / 0.092e-3 / 1e9)
+    keeps_up = Timing((0.05,), 40, "CUDA events", host_ms_per_call=0.01, gated=True, back_to_back_ms=0.055)
+    assert not keeps_up.host_limited and keeps_up.verdict() == ""
+    simulated = Timing((3.0,), 1, "simulator wall clock", back_to_back_ms=9.0)
+    assert simulated.back_to_back_slowdown is None and not simulated.host_limited
+
+
+def test_benchmark_reports_both_figures():
+    a = gpucourse.to_device(np.zeros(gpucourse.problem_size("increment"), np.float32))
+    timing = benchmark(lambda: intro.increment(a, 1.0), repeat=3)
+    if mode.on_gpu():
+        # a planned launch costs the host far less than this kernel runs: the loop keeps pace with the GPU
+        assert timing.back_to_back_ms is not None and timing.back_to_back_slowdown < 1.2, timing
+        assert not timing.host_limited and timing.waits_at is None
+    else:
+        assert timing.back_to_back_ms is None and timing.verdict() == ""
 
 
 def test_benchmark_rejects_bad_arguments():

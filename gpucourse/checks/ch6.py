@@ -12,7 +12,7 @@ from .. import finite_difference as fd
 from ..arrays import random_array, to_device, to_host
 from ..device import DeviceInfo, current_device
 from ..kernels import stencil
-from ..kernels.stencil import paced
+from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
 

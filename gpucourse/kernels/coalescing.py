@@ -16,6 +16,7 @@ import numpy as np
 from numba import cuda
 
 from ..arrays import array_module, as_numba
+from ..launch import bind, planned
 from ..timing import Ceilings
 from ..validate import check_device_array, check_float_dtype, launch_1d
 
@@ -38,7 +39,8 @@ def stride_kernel(a, n, stride, one):
         a[i * stride] += one  # thread i touches element i * stride: neighbours are `stride` apart
 
 
-def offset_increment(a, n: int, offset: int, threads_per_block: int = 256) -> None:
+@planned
+def offset_increment(a, n: int, offset: int, threads_per_block: int = 256):
     """Add one to a[offset : offset + n] of a float32/float64 device array, one element per thread."""
     check_device_array(a, "a", ndim=1)
     dtype = check_float_dtype(a.dtype, "a.dtype")
@@ -47,10 +49,11 @@ def offset_increment(a, n: int, offset: int, threads_per_block: int = 256) -> No
     if offset + n > a.shape[0]:
         raise ValueError(f"a has {a.shape[0]} elements but offset + n = {offset + n}: allocate at least n + largest offset")
     blocks, tpb = launch_1d(n, threads_per_block)
-    offset_kernel[blocks, tpb](a, np.int64(n), np.int64(offset), dtype.type(1))
+    return bind(offset_kernel, blocks, tpb, a, np.int64(n), np.int64(offset), dtype.type(1))
 
 
-def stride_increment(a, n: int, stride: int, threads_per_block: int = 256) -> None:
+@planned
+def stride_increment(a, n: int, stride: int, threads_per_block: int = 256):
     """Add one to a[0 : n*stride : stride] of a float32/float64 device array, one element per thread."""
     check_device_array(a, "a", ndim=1)
     dtype = check_float_dtype(a.dtype, "a.dtype")
@@ -59,7 +62,7 @@ def stride_increment(a, n: int, stride: int, threads_per_block: int = 256) -> No
     if (n - 1) * stride + 1 > a.shape[0]:
         raise ValueError(f"a has {a.shape[0]} elements but the last index is {(n - 1) * stride}: allocate n * largest stride")
     blocks, tpb = launch_1d(n, threads_per_block)
-    stride_kernel[blocks, tpb](a, np.int64(n), np.int64(stride), dtype.type(1))
+    return bind(stride_kernel, blocks, tpb, a, np.int64(n), np.int64(stride), dtype.type(1))
 
 
 def bytes_moved(n: int, dtype) -> int:

@@ -19,6 +19,7 @@ from .. import book, mode
 from ..arrays import as_numba
 from ..device import DeviceInfo, current_device
 from ..errors import GPUOnlyFeature, LaunchConfigError
+from ..launch import bind, planned
 from ..occupancy import Occupancy, SMLimits, book_sm_limits, kernel_occupancy, occupancy, sm_limits
 from ..report import Table
 from ..validate import blocks_to_cover, check_blocks, check_device_array, check_same_shape, check_threads_per_block
@@ -125,7 +126,8 @@ def _check_copy_arrays(out, inp) -> None:
     check_same_shape(out, inp, ("out", "inp"))
 
 
-def copy(out, inp, threads_per_block: int = 256, shared_bytes: int = 0) -> None:
+@planned
+def copy(out, inp, threads_per_block: int = 256, shared_bytes: int = 0):
     """out <- inp (1D device arrays), one element per thread, reserving `shared_bytes` of dynamic shared memory per block."""
     out, inp = as_numba(out), as_numba(inp)
     _check_copy_arrays(out, inp)
@@ -134,10 +136,11 @@ def copy(out, inp, threads_per_block: int = 256, shared_bytes: int = 0) -> None:
     blocks = blocks_to_cover(inp.shape[0], tpb)
     check_blocks(blocks)
     _opt_in_dynamic_shared(copy_kernel, (out, inp), shared_bytes)
-    copy_kernel[blocks, tpb, 0, shared_bytes](out, inp)
+    return bind(copy_kernel, blocks, tpb, out, inp, shared_bytes=shared_bytes)
 
 
-def copy_ilp(out, inp, threads_per_block: int = 256, ilp: int = 4, shared_bytes: int = 0) -> None:
+@planned
+def copy_ilp(out, inp, threads_per_block: int = 256, ilp: int = 4, shared_bytes: int = 0):
     """out <- inp (1D device arrays), `ilp` elements per thread with their loads in flight together."""
     out, inp = as_numba(out), as_numba(inp)
     _check_copy_arrays(out, inp)
@@ -147,7 +150,7 @@ def copy_ilp(out, inp, threads_per_block: int = 256, ilp: int = 4, shared_bytes:
     blocks = blocks_to_cover(inp.shape[0], tpb * ilp)
     check_blocks(blocks)
     _opt_in_dynamic_shared(kernel, (out, inp), shared_bytes)
-    kernel[blocks, tpb, 0, shared_bytes](out, inp)
+    return bind(kernel, blocks, tpb, out, inp, shared_bytes=shared_bytes)
 
 
 def copy_bytes(inp) -> int:

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 from numba import cuda
 
-from ..arrays import as_numba
 from ..errors import LaunchConfigError
-from ..simulation import device_function, paced
+from ..graphs import alternate
+from ..launch import bind, planned
+from ..simulation import device_function
 from ..validate import (
     blocks_to_cover,
     check_blocks,
@@ -107,14 +109,14 @@ def _scalars(dtype: np.dtype, d: float) -> tuple:
     return dtype.type(d), dtype.type(4)
 
 
-@paced
-def heat_step_global(u, u_new, d: float, block: tuple[int, int] = (32, 8)) -> None:
+@planned
+def heat_step_global(u, u_new, d: float, block: tuple[int, int] = (32, 8)):
     """One time step u -> u_new, neighbours read from global memory; the boundary is copied."""
     dtype = _check(u, u_new, d)
     bx, by = check_threads_per_block(block)
     ny, nx = u.shape
     grid = check_blocks((blocks_to_cover(nx, bx), blocks_to_cover(ny, by)))
-    heat_step_global_kernel[grid, (bx, by)](as_numba(u), as_numba(u_new), *_scalars(dtype, d))
+    return bind(heat_step_global_kernel, grid, (bx, by), u, u_new, *_scalars(dtype, d))
 
 
 def check_tile_and_steps(tile: int, steps: int) -> None:
@@ -126,8 +128,8 @@ def check_tile_and_steps(tile: int, steps: int) -> None:
                                 f"use at most {(tile - 1) // 2} steps per launch, or a larger tile")
 
 
-@paced
-def heat_steps_shared(u, u_new, d: float, tile: int = 32, steps: int = 1) -> None:
+@planned
+def heat_steps_shared(u, u_new, d: float, tile: int = 32, steps: int = 1):
     """`steps` time steps u -> u_new in one launch, in shared memory (steps=1: the article's shared-memory step)."""
     dtype = _check(u, u_new, d)
     check_tile_and_steps(tile, steps)
@@ -136,29 +138,33 @@ def heat_steps_shared(u, u_new, d: float, tile: int = 32, steps: int = 1) -> Non
     ny, nx = u.shape
     out = tile - 2 * steps
     grid = check_blocks((blocks_to_cover(nx, out), blocks_to_cover(ny, out)))
-    heat_steps_shared_kernel(tile, steps, dtype.name)[grid, (tile, tile)](as_numba(u), as_numba(u_new), *_scalars(dtype, d))
+    return bind(heat_steps_shared_kernel(tile, steps, dtype.name), grid, (tile, tile), u, u_new, *_scalars(dtype, d))
 
 
 def stepper(u, u_new, d: float, method: str = "global", tile: int = 32, steps_per_launch: int = 1) -> Callable[[int], int]:
     """A function of (source index) that advances buffer `source` (0: u, 1: u_new) into the other; returns steps taken."""
-    buffers = (as_numba(u), as_numba(u_new))  # converted once, not at every step
     if method == "global":
-        def advance(source: int) -> int:
-            heat_step_global(buffers[source], buffers[1 - source], d)
-            return 1
+        plans, steps = (heat_step_global.plan(u, u_new, d), heat_step_global.plan(u_new, u, d)), 1
     elif method == "shared":
-        def advance(source: int) -> int:
-            heat_steps_shared(buffers[source], buffers[1 - source], d, tile, steps_per_launch)
-            return steps_per_launch
+        plans = (heat_steps_shared.plan(u, u_new, d, tile, steps_per_launch), heat_steps_shared.plan(u_new, u, d, tile, steps_per_launch))
+        steps = steps_per_launch
     else:
         raise ValueError(f"unknown method {method!r}: use 'global' or 'shared'")
+
+    def advance(source: int) -> int:
+        plans[source]()
+        return steps
+
     return advance
 
 
-@paced
 def heat_run(initial: np.ndarray, total_steps: int, d: float, method: str = "global", tile: int = 32,
-             steps_per_launch: int = 1) -> np.ndarray:
-    """Advance `initial` (host array) by `total_steps` steps and return the result on the host."""
+             steps_per_launch: int = 1, graph: bool = True) -> np.ndarray:
+    """Advance `initial` (host array) by `total_steps` steps and return the result on the host.
+
+    With `graph` (the default) the launches go through a CUDA graph of many steps, replayed: the
+    host issues one call per graph instead of one per step (see `gpucourse.graphs.alternate`).
+    """
     from ..arrays import to_device, to_host
 
     per_launch = 1 if method == "global" else steps_per_launch
@@ -166,13 +172,52 @@ def heat_run(initial: np.ndarray, total_steps: int, d: float, method: str = "glo
         raise ValueError(f"total_steps ({total_steps}) must be a multiple of the steps per launch ({per_launch})")
     u, u_new = to_device(initial), to_device(initial)
     advance = stepper(u, u_new, d, method, tile, steps_per_launch)
-    source = 0
-    for _ in range(total_steps // per_launch):
-        advance(source)
-        source = 1 - source
+    source = alternate(advance, total_steps // per_launch, use_graph=graph)
     return to_host((u, u_new)[source])
 
 
 def bytes_per_step(shape: tuple[int, int], itemsize: int) -> int:
     """Bytes one time step must move at least: every value read once and written once."""
     return 2 * shape[0] * shape[1] * itemsize
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """A time-stepping run timed three ways, in ms: the GPU's own time, and the wall time with and without a graph."""
+
+    steps: int
+    gpu_ms: float
+    plain_wall_ms: float
+    graph_wall_ms: float
+    simulated: bool
+
+    @property
+    def gpu_us_per_step(self) -> float:
+        """GPU time per step (gated launches: no host cost), in us."""
+        return 1e3 * self.gpu_ms / self.steps
+
+    @property
+    def plain_ratio(self) -> float:
+        """Wall time of the run with one launch call per step over its GPU time."""
+        return self.plain_wall_ms / self.gpu_ms
+
+    @property
+    def graph_ratio(self) -> float:
+        """Wall time of the run through a CUDA graph over its GPU time."""
+        return self.graph_wall_ms / self.gpu_ms
+
+
+def run_times(initial: np.ndarray, total_steps: int, d: float, method: str = "global", tile: int = 32,
+              steps_per_launch: int = 1, repeat: int = 3) -> RunTimes:
+    """Time `heat_run` end to end with and without a graph, and the GPU time of the same steps (gated), in ms."""
+    from ..arrays import to_device
+    from ..timing import benchmark, wall_time_ms
+
+    per_launch = 1 if method == "global" else steps_per_launch
+    u, u_new = to_device(initial), to_device(initial)
+    advance = stepper(u, u_new, d, method, tile, steps_per_launch)
+    pair = benchmark(lambda: (advance(0), advance(1)), repeat=repeat, warmup=1)  # two launches: the buffers end where they began
+    gpu_ms = pair.median_ms * total_steps / (2 * per_launch)
+    plain = wall_time_ms(lambda: heat_run(initial, total_steps, d, method, tile, steps_per_launch, graph=False), repeat=repeat, warmup=0)
+    graphed = wall_time_ms(lambda: heat_run(initial, total_steps, d, method, tile, steps_per_launch, graph=True), repeat=repeat, warmup=0)
+    return RunTimes(total_steps, gpu_ms, plain, graphed, pair.simulated)

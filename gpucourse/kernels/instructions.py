@@ -24,6 +24,7 @@ from .. import mode
 from ..arrays import as_numba
 from ..compilation import jit_variant
 from ..errors import GPUOnlyFeature, LaunchConfigError
+from ..launch import bind, planned
 from ..validate import check_device_array, check_same_shape, launch_1d
 
 # ---------------------------------------------------------------------------------------------
@@ -75,22 +76,24 @@ def _check_float32_pair(out, x, names=("out", "x")):
     check_same_shape(out, x, names)
 
 
-def apply(out, x, name: str, fastmath: bool = False, threads_per_block: int = 256) -> None:
+@planned
+def apply(out, x, name: str, fastmath: bool = False, threads_per_block: int = 256):
     """out <- name(x) elementwise for float32 device arrays ('sin', 'cos', 'exp', 'log'), precise or fast."""
     out, x = as_numba(out), as_numba(x)
     _check_float32_pair(out, x)
     kernel = unary_kernel(name, fastmath)
     blocks, tpb = launch_1d(x.shape[0], threads_per_block)
-    kernel[blocks, tpb](out, x)
+    return bind(kernel, blocks, tpb, out, x)
 
 
-def divide(out, x, y, fastmath: bool = False, threads_per_block: int = 256) -> None:
+@planned
+def divide(out, x, y, fastmath: bool = False, threads_per_block: int = 256):
     """out <- x / y elementwise for float32 device arrays, IEEE division or the fast approximate one."""
     out, x, y = as_numba(out), as_numba(x), as_numba(y)
     _check_float32_pair(out, x)
     check_device_array(y, "y", dtype=np.float32, ndim=1, shape=tuple(x.shape))
     blocks, tpb = launch_1d(x.shape[0], threads_per_block)
-    (divide_fast_kernel if fastmath else divide_kernel)[blocks, tpb](out, x, y)
+    return bind((divide_fast_kernel if fastmath else divide_kernel), blocks, tpb, out, x, y)
 
 
 def ulp_error(got: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -118,7 +121,8 @@ sine_chain_kernel = cuda.jit(sine_chain_body)
 sine_chain_fast_kernel = cuda.jit(fastmath=True)(sine_chain_body)
 
 
-def sine_chain(values, steps: int, fastmath: bool = False, threads_per_block: int = 256) -> None:
+@planned
+def sine_chain(values, steps: int, fastmath: bool = False, threads_per_block: int = 256):
     """Apply x <- sin(x) * 0.5 + 0.25 `steps` times to every element of a float32 device array, in place."""
     values = as_numba(values)
     check_device_array(values, "values", dtype=np.float32, ndim=1)
@@ -126,7 +130,7 @@ def sine_chain(values, steps: int, fastmath: bool = False, threads_per_block: in
         raise ValueError(f"steps must be a non-negative int; got {steps!r}")
     blocks, tpb = launch_1d(values.shape[0], threads_per_block)
     kernel = sine_chain_fast_kernel if fastmath else sine_chain_kernel
-    kernel[blocks, tpb](values, np.int32(steps), np.float32(0.5), np.float32(0.25))  # a contraction: errors do not grow
+    return bind(kernel, blocks, tpb, values, np.int32(steps), np.float32(0.5), np.float32(0.25))  # a contraction: errors do not grow
 
 
 def sine_chain_reference(values: np.ndarray, steps: int) -> np.ndarray:
@@ -168,7 +172,8 @@ def _require_libdevice(feature: str) -> None:
         raise GPUOnlyFeature(feature, "the simulator runs Python's math module, which has no libdevice intrinsics")
 
 
-def sin_cos(sines, cosines, x, together: bool = True, threads_per_block: int = 256) -> None:
+@planned
+def sin_cos(sines, cosines, x, together: bool = True, threads_per_block: int = 256):
     """sines, cosines <- sin(x), cos(x) for float32 device arrays; `together` uses libdevice.sincosf (GPU only)."""
     sines, cosines, x = as_numba(sines), as_numba(cosines), as_numba(x)
     _check_float32_pair(sines, x, ("sines", "x"))
@@ -176,9 +181,9 @@ def sin_cos(sines, cosines, x, together: bool = True, threads_per_block: int = 2
     blocks, tpb = launch_1d(x.shape[0], threads_per_block)
     if together:
         _require_libdevice("libdevice.sincosf")
-        sin_cos_together_kernel[blocks, tpb](sines, cosines, x)
+        return bind(sin_cos_together_kernel, blocks, tpb, sines, cosines, x)
     else:
-        sin_cos_separate_kernel[blocks, tpb](sines, cosines, x)
+        return bind(sin_cos_separate_kernel, blocks, tpb, sines, cosines, x)
 
 
 #: Rounding directions CUDA offers per instruction: to nearest even, toward zero, up (+inf), down (-inf).
@@ -245,7 +250,8 @@ def interval_sum_kernel(bounds, values):
         bounds[1] = high
 
 
-def interval_sum(bounds, values) -> None:
+@planned
+def interval_sum(bounds, values):
     """bounds <- [low, high], a float32 interval sure to hold the exact sum of `values` (one thread; GPU only)."""
     bounds, values = as_numba(bounds), as_numba(values)
     check_device_array(values, "values", dtype=np.float32, ndim=1)
@@ -253,7 +259,7 @@ def interval_sum(bounds, values) -> None:
     if values.shape[0] < 1:
         raise ValueError("values must hold at least one element")
     _require_libdevice("Directed rounding (libdevice.fadd_rd / fadd_ru)")
-    interval_sum_kernel[1, 1](bounds, values)
+    return bind(interval_sum_kernel, 1, 1, bounds, values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,7 +327,8 @@ def parity_by_warp_kernel(x):
 BRANCHES = ("by_thread", "by_warp")
 
 
-def branch(values, steps: int, split: str = "by_thread", threads_per_block: int = 256) -> None:
+@planned
+def branch(values, steps: int, split: str = "by_thread", threads_per_block: int = 256):
     """Apply sin (one side) or cos (other side) `steps` times per element of a float32 device array, split by thread or warp."""
     values = as_numba(values)
     check_device_array(values, "values", dtype=np.float32, ndim=1)
@@ -333,7 +340,7 @@ def branch(values, steps: int, split: str = "by_thread", threads_per_block: int 
     if tpb % 32:
         raise LaunchConfigError(f"threads_per_block={tpb} is not a multiple of the warp size (32): a warp would straddle blocks.")
     kernel = branch_by_thread_kernel if split == "by_thread" else branch_by_warp_kernel
-    kernel[blocks, tpb](values, np.int32(steps))
+    return bind(kernel, blocks, tpb, values, np.int32(steps))
 
 
 def branch_reference(values: np.ndarray, steps: int, split: str = "by_thread", warp_size: int = 32) -> np.ndarray:
@@ -346,11 +353,12 @@ def branch_reference(values: np.ndarray, steps: int, split: str = "by_thread", w
     return x
 
 
-def parity(x, split: str = "by_thread", threads_per_block: int = 256) -> None:
+@planned
+def parity(x, split: str = "by_thread", threads_per_block: int = 256):
     """The book's example: x <- 0/1 by even/odd element (`by_thread`) or by even/odd warp (`by_warp`), int32 array."""
     x = as_numba(x)
     check_device_array(x, "x", dtype=np.int32, ndim=1)
     if split not in BRANCHES:
         raise ValueError(f"split must be one of {BRANCHES}; got {split!r}")
     blocks, tpb = launch_1d(x.shape[0], threads_per_block)
-    (parity_by_thread_kernel if split == "by_thread" else parity_by_warp_kernel)[blocks, tpb](x)
+    return bind((parity_by_thread_kernel if split == "by_thread" else parity_by_warp_kernel), blocks, tpb, x)

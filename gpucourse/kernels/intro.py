@@ -11,6 +11,7 @@ import functools
 import numpy as np
 from numba import cuda
 
+from ..launch import CuPyLaunch, bind, planned
 from ..validate import (
     blocks_to_cover,
     check_blocks,
@@ -31,11 +32,12 @@ def increment_one_block_kernel(a, b):
     a[i] += b
 
 
-def increment_one_block(a, b: int) -> None:
+@planned
+def increment_one_block(a, b: int):
     """Add `b` to every element of the int32 device array `a` with a single block (len(a) <= block limit)."""
     check_device_array(a, "a", dtype=np.int32, ndim=1)
     check_threads_per_block(a.shape[0])
-    increment_one_block_kernel[1, a.shape[0]](a, np.int32(b))
+    return bind(increment_one_block_kernel, 1, a.shape[0], a, np.int32(b))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,13 +51,14 @@ def increment_kernel(a, b):
         a[i] += b
 
 
-def increment(a, b, threads_per_block: int = 256) -> None:
+@planned
+def increment(a, b, threads_per_block: int = 256):
     """Add `b` to every element of the 1D device array `a`, one thread per element."""
     check_device_array(a, "a", ndim=1)
     (tpb,) = check_threads_per_block(threads_per_block)
     blocks = blocks_to_cover(a.shape[0], tpb)
     check_blocks(blocks)
-    increment_kernel[blocks, tpb](a, a.dtype.type(b))
+    return bind(increment_kernel, blocks, tpb, a, a.dtype.type(b))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,12 +73,13 @@ def increment_grid_stride_kernel(a, b):
         a[i] += b
 
 
-def increment_grid_stride(a, b, blocks: int = 32, threads_per_block: int = 256) -> None:
+@planned
+def increment_grid_stride(a, b, blocks: int = 32, threads_per_block: int = 256):
     """Add `b` to every element of `a` with a fixed-size grid and a grid-stride loop."""
     check_device_array(a, "a", ndim=1)
     (tpb,) = check_threads_per_block(threads_per_block)
     check_blocks(blocks)
-    increment_grid_stride_kernel[blocks, tpb](a, a.dtype.type(b))
+    return bind(increment_grid_stride_kernel, blocks, tpb, a, a.dtype.type(b))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,15 +101,16 @@ def increment_2d_column_major_kernel(a, b):
         a[row, col] += b
 
 
-def increment_2d(a, b, threads_per_block: tuple[int, int] = (32, 8), column_major: bool = False) -> None:
+@planned
+def increment_2d(a, b, threads_per_block: tuple[int, int] = (32, 8), column_major: bool = False):
     """Add `b` to every element of the 2D device array `a` (x across columns unless `column_major`)."""
     check_device_array(a, "a", ndim=2)
     if column_major:
         blocks, threads = launch_2d((a.shape[1], a.shape[0]), threads_per_block)
-        increment_2d_column_major_kernel[blocks, threads](a, a.dtype.type(b))
+        return bind(increment_2d_column_major_kernel, blocks, threads, a, a.dtype.type(b))
     else:
         blocks, threads = launch_2d(a.shape, threads_per_block)
-        increment_2d_kernel[blocks, threads](a, a.dtype.type(b))
+        return bind(increment_2d_kernel, blocks, threads, a, a.dtype.type(b))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,14 +127,15 @@ def axpy_kernel(alpha, x, y):
         y[i] = alpha * x[i] + y[i]
 
 
-def axpy(alpha: float, x, y, threads_per_block: int = 256) -> None:
+@planned
+def axpy(alpha: float, x, y, threads_per_block: int = 256):
     """y <- alpha * x + y for float32 or float64 device arrays of one shape and dtype."""
     check_device_array(y, "y", ndim=1)
     dtype = check_float_dtype(y.dtype, "y.dtype")
     check_device_array(x, "x", dtype=dtype, ndim=1)
     check_same_shape(x, y, ("x", "y"))
     (tpb,) = check_threads_per_block(threads_per_block)
-    axpy_kernel[blocks_to_cover(y.shape[0], tpb), tpb](dtype.type(alpha), x, y)
+    return bind(axpy_kernel, blocks_to_cover(y.shape[0], tpb), tpb, dtype.type(alpha), x, y)
 
 
 @cuda.jit
@@ -144,13 +150,14 @@ def multiply_add_chain_kernel(values, factor, offset, steps):
         values[i] = x
 
 
-def multiply_add_chain(values, steps: int, threads_per_block: int = 256) -> None:
+@planned
+def multiply_add_chain(values, steps: int, threads_per_block: int = 256):
     """Run 2*`steps` multiply-adds per element of `values` (float32 or float64) in place."""
     check_device_array(values, "values", ndim=1)
     dtype = check_float_dtype(values.dtype, "values.dtype")
     (tpb,) = check_threads_per_block(threads_per_block)
     factor, offset = dtype.type(0.999), dtype.type(0.001)
-    multiply_add_chain_kernel[blocks_to_cover(values.shape[0], tpb), tpb](values, factor, offset, np.int32(steps))
+    return bind(multiply_add_chain_kernel, blocks_to_cover(values.shape[0], tpb), tpb, values, factor, offset, np.int32(steps))
 
 
 def multiply_add_chain_reference(values: np.ndarray, steps: int) -> np.ndarray:
@@ -183,7 +190,8 @@ def matmul_naive_kernel(a, b, c):
         c[row, col] = total
 
 
-def matmul_naive(a, b, c, threads_per_block: tuple[int, int] = (16, 16)) -> None:
+@planned
+def matmul_naive(a, b, c, threads_per_block: tuple[int, int] = (16, 16)):
     """c <- a @ b for float32/float64 device matrices, one thread per element of c (no tiling)."""
     check_device_array(a, "a", ndim=2)
     dtype = check_float_dtype(a.dtype, "a.dtype")
@@ -192,7 +200,7 @@ def matmul_naive(a, b, c, threads_per_block: tuple[int, int] = (16, 16)) -> None
     if a.shape[1] != b.shape[0] or a.shape[1] < 1:
         raise ValueError(f"cannot multiply shapes {tuple(a.shape)} and {tuple(b.shape)}: inner sizes differ")
     blocks, threads = launch_2d(c.shape, threads_per_block)
-    matmul_naive_kernel[blocks, threads](a, b, c)
+    return bind(matmul_naive_kernel, blocks, threads, a, b, c)
 
 
 def matmul_flops(n: int, m: int, k: int) -> int:
@@ -215,7 +223,8 @@ def _increment_cuda_c_kernel(cupy):
     return cupy.RawKernel(INCREMENT_CUDA_C, "increment_c")  # compiled by NVRTC on first launch
 
 
-def increment_cuda_c(a, b: float, threads_per_block: int = 256) -> None:
+@planned
+def increment_cuda_c(a, b: float, threads_per_block: int = 256):
     """Add `b` to a float32 CuPy array with a CUDA C kernel compiled by CuPy (GPU only)."""
     from ..arrays import require_cupy
 
@@ -224,7 +233,7 @@ def increment_cuda_c(a, b: float, threads_per_block: int = 256) -> None:
     (tpb,) = check_threads_per_block(threads_per_block)
     kernel = _increment_cuda_c_kernel(cupy)
     n = a.shape[0]
-    kernel((blocks_to_cover(n, tpb),), (tpb,), (a, np.float32(b), np.int32(n)))
+    return CuPyLaunch(kernel, blocks_to_cover(n, tpb), tpb, (a, np.float32(b), np.int32(n)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,18 +260,19 @@ def scale_by_typed_constant_kernel(x, factor):
         x[i] = x[i] * factor  # factor arrives as the array's own dtype: float32 stays float32
 
 
-def scale(x, factor: float, typed: bool = True, threads_per_block: int = 256) -> None:
+@planned
+def scale(x, factor: float, typed: bool = True, threads_per_block: int = 256):
     """x <- factor * x in place; `typed=False` uses the kernel with the float64 literal 0.1 (factor must be 0.1)."""
     check_device_array(x, "x", ndim=1)
     dtype = check_float_dtype(x.dtype, "x.dtype")
     (tpb,) = check_threads_per_block(threads_per_block)
     blocks = blocks_to_cover(x.shape[0], tpb)
     if typed:
-        scale_by_typed_constant_kernel[blocks, tpb](x, dtype.type(factor))
+        return bind(scale_by_typed_constant_kernel, blocks, tpb, x, dtype.type(factor))
     else:
         if factor != LITERAL_FACTOR:
             raise ValueError(f"the literal kernel multiplies by the literal {LITERAL_FACTOR}; pass factor={LITERAL_FACTOR}")
-        scale_by_literal_kernel[blocks, tpb](x)
+        return bind(scale_by_literal_kernel, blocks, tpb, x)
 
 
 # ---------------------------------------------------------------------------------------------

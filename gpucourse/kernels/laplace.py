@@ -19,9 +19,11 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ..arrays import as_numba, require_cupy
+from .. import mode
+from ..arrays import require_cupy
 from ..errors import LaunchConfigError
-from ..simulation import paced
+from ..graphs import capture
+from ..launch import CuPyLaunch, bind, planned
 from ..validate import (
     check_device_array,
     check_float_dtype,
@@ -126,21 +128,22 @@ def _check(a, a_new) -> np.dtype:
     return dtype
 
 
-@paced
-def jacobi_global(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
+@planned
+def jacobi_global(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
     """One Jacobi sweep a -> a_new (interior only), neighbours read from global memory."""
     dtype = _check(a, a_new)
-    jacobi_global_kernel[launch_2d(a.shape, block)[0], block](as_numba(a), as_numba(a_new), *weights(dtype))
+    blocks, threads = launch_2d(a.shape, block)
+    return bind(jacobi_global_kernel, blocks, threads, a, a_new, *weights(dtype))
 
 
-@paced
-def jacobi_shared(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
+@planned
+def jacobi_shared(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
     """One Jacobi sweep a -> a_new (interior only), through a shared-memory tile with a one-point halo."""
     dtype = _check(a, a_new)
     bx, by = check_threads_per_block(block)
     check_shared_memory((bx + 2) * (by + 2) * dtype.itemsize)
-    kernel = jacobi_shared_kernel(bx, by, dtype.name)
-    kernel[launch_2d(a.shape, block)[0], block](as_numba(a), as_numba(a_new), *weights(dtype))
+    blocks, threads = launch_2d(a.shape, block)
+    return bind(jacobi_shared_kernel(bx, by, dtype.name), blocks, threads, a, a_new, *weights(dtype))
 
 
 @functools.cache
@@ -181,7 +184,8 @@ class TextureReader:
         self.texture = texture.TextureObject(resource, description)
 
 
-def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
+@planned
+def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] = BOOK_BLOCK):
     """One Jacobi sweep reading a through a texture object (float32, GPU only)."""
     module = _cuda_c_module()
     cupy = require_cupy("The texture Jacobi kernel")
@@ -189,10 +193,11 @@ def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] = BOOK_B
     target = a_new if isinstance(a_new, cupy.ndarray) else cupy.asarray(a_new)
     ny, nx = reader.array.shape
     args = (reader.texture, target, np.int32(nx), np.int32(ny), *weights(np.float32))
-    module.get_function("jacobi_texture")(launch_2d((ny, nx), block)[0], block, args)
+    return CuPyLaunch(module.get_function("jacobi_texture"), launch_2d((ny, nx), block)[0], block, args)
 
 
-def jacobi_readonly(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
+@planned
+def jacobi_readonly(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
     """One Jacobi sweep reading a through the read-only data cache (__ldg; float32 CuPy arrays, GPU only)."""
     module = _cuda_c_module()
     cupy = require_cupy("The read-only Jacobi kernel")
@@ -201,19 +206,102 @@ def jacobi_readonly(a, a_new, block: tuple[int, int] = BOOK_BLOCK) -> None:
     ny, nx = a.shape
     views = [x if isinstance(x, cupy.ndarray) else cupy.asarray(x) for x in (a, a_new)]
     args = (*views, np.int32(nx), np.int32(ny), *weights(np.float32))
-    module.get_function("jacobi_readonly")(launch_2d(a.shape, block)[0], block, args)
+    return CuPyLaunch(module.get_function("jacobi_readonly"), launch_2d(a.shape, block)[0], block, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# The residual max |a_new - a| on the device, in two passes (a block maximum per block, then one
+# block over those): the iteration can check it between graph replays without a host round trip.
+
+#: Threads per block of the residual kernels (a power of two).
+RESIDUAL_THREADS = 256
+
+
+@cuda.jit(device=True)
+def block_max(scratch, value, thread, threads):
+    """The largest `value` over a block's `threads` threads (returned to every thread); `scratch`: a shared array of `threads` slots."""
+    scratch[thread] = value
+    cuda.syncthreads()
+    width = threads
+    while width > 1:  # a tree: each level halves the values still in play
+        half = width // 2
+        if thread < half:
+            scratch[thread] = max(scratch[thread], scratch[thread + half])
+        cuda.syncthreads()
+        width = half
+    result = scratch[0]
+    cuda.syncthreads()  # everyone has read scratch[0] before the array is used again
+    return result
+
+
+@functools.cache
+def residual_kernels(dtype_name: str) -> tuple[object, object]:
+    """(per-block maximum of |b - a|, final maximum into history[count] and count += 1) for `dtype_name` arrays."""
+    T = RESIDUAL_THREADS
+    DT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def block_maxima(a, b, partial):
+        scratch = cuda.shared.array(T, DT)
+        t = cuda.threadIdx.x
+        n = a.size
+        largest = DT(0)
+        start = cuda.blockIdx.x * T + t
+        step = cuda.gridDim.x * T
+        flat_a = a.reshape(n)  # contiguous: walk it as one line, consecutive threads on consecutive values
+        flat_b = b.reshape(n)
+        for k in range(start, n, step):
+            largest = max(largest, abs(flat_b[k] - flat_a[k]))
+        largest = block_max(scratch, largest, t, T)
+        if t == 0:
+            partial[cuda.blockIdx.x] = largest
+
+    @cuda.jit
+    def record_maximum(partial, history, count):
+        scratch = cuda.shared.array(T, DT)
+        t = cuda.threadIdx.x
+        largest = DT(0)
+        for k in range(t, partial.size, T):
+            largest = max(largest, partial[k])
+        largest = block_max(scratch, largest, t, T)
+        if t == 0:
+            slot = count[0]
+            if slot < history.size:
+                history[slot] = largest
+            count[0] = slot + 1
+
+    return block_maxima, record_maximum
+
+
+def residual_blocks(shape: tuple[int, ...]) -> int:
+    """Blocks of the first residual pass: enough to fill a GPU, at most one per RESIDUAL_THREADS values."""
+    size = int(np.prod(shape))
+    return max(1, min(1024, -(-size // RESIDUAL_THREADS)))
+
+
+@planned
+def record_residual(a, a_new, partial, history, count):
+    """history[count] = max |a_new - a| and count += 1, on the device (two kernels; `partial` holds residual_blocks values)."""
+    dtype = _check(a, a_new)
+    blocks = residual_blocks(a.shape)
+    check_device_array(partial, "partial", dtype=dtype, ndim=1, shape=(blocks,))
+    check_device_array(history, "history", dtype=dtype, ndim=1)
+    check_device_array(count, "count", dtype=np.int32, ndim=1, shape=(1,))
+    first, last = residual_kernels(dtype.name)
+    return (bind(first, blocks, RESIDUAL_THREADS, a, a_new, partial),
+            bind(last, 1, RESIDUAL_THREADS, partial, history, count))
 
 
 def max_residual(a, a_new) -> float:
-    """max |a_new - a| over the mesh (the book's stopping criterion), computed where the arrays live."""
-    from ..arrays import array_module, to_host
-    from ..mode import is_simulator
+    """max |a_new - a| over the mesh (the book's stopping criterion), computed on the device; waits for the result."""
+    from ..arrays import device_empty, to_device, to_host
 
-    if is_simulator():
-        return float(np.max(np.abs(to_host(a_new) - to_host(a))))
-    xp = array_module()
-    first, second = xp.asarray(a), xp.asarray(a_new)  # views of Numba arrays, no copies
-    return float(xp.max(xp.abs(second - first)))
+    dtype = np.dtype(a.dtype)
+    partial = device_empty(residual_blocks(a.shape), dtype)
+    history = device_empty(1, dtype)
+    count = to_device(np.zeros(1, np.int32))
+    record_residual.plan(a, a_new, partial, history, count)()
+    return float(to_host(history)[0])
 
 
 def bytes_per_sweep(shape: tuple[int, int], itemsize: int) -> int:
@@ -226,37 +314,79 @@ METHODS = ("global", "shared", "texture", "readonly")
 
 def sweeper(a, a_new, method: str, block: tuple[int, int] = BOOK_BLOCK) -> Callable[[int], None]:
     """A function of (source index) that runs one sweep from buffer `source` (0: a, 1: a_new) into the other."""
-    buffers = (as_numba(a), as_numba(a_new))  # converted once, not at every sweep
     if method == "global":
-        return lambda source: jacobi_global(buffers[source], buffers[1 - source], block)
-    if method == "shared":
-        return lambda source: jacobi_shared(buffers[source], buffers[1 - source], block)
-    if method == "texture":
+        plans = (jacobi_global.plan(a, a_new, block), jacobi_global.plan(a_new, a, block))
+    elif method == "shared":
+        plans = (jacobi_shared.plan(a, a_new, block), jacobi_shared.plan(a_new, a, block))
+    elif method == "texture":
         readers = (TextureReader(a), TextureReader(a_new))  # one texture object per buffer, made once
-        return lambda source: jacobi_texture(readers[source], readers[1 - source].array, block)
-    if method == "readonly":
+        plans = (jacobi_texture.plan(readers[0], readers[1].array, block), jacobi_texture.plan(readers[1], readers[0].array, block))
+    elif method == "readonly":
         cupy = require_cupy("The read-only Jacobi kernel")
         views = (cupy.asarray(a), cupy.asarray(a_new))  # CuPy views made once, not at every sweep
-        return lambda source: jacobi_readonly(views[source], views[1 - source], block)
-    raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
+        plans = (jacobi_readonly.plan(views[0], views[1], block), jacobi_readonly.plan(views[1], views[0], block))
+    else:
+        raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
+    return lambda source: plans[source]()
 
 
-@paced
 def jacobi_iterations(initial: np.ndarray, iterations: int, method: str = "global", every: int = 10,
-                      block: tuple[int, int] = BOOK_BLOCK) -> tuple[np.ndarray, list[tuple[int, float]]]:
+                      block: tuple[int, int] = BOOK_BLOCK, graph: bool = True) -> tuple[np.ndarray, list[tuple[int, float]]]:
     """Run `iterations` sweeps from `initial` (host array); return the final mesh and (iteration, max residual) every `every`.
 
     Two device buffers take turns as source and target (the book copies a_new back into a after
-    each sweep; swapping the roles gives the same numbers without the copy).
+    each sweep; swapping the roles gives the same numbers without the copy). The residuals are
+    computed and stored on the device; with `graph`, a run of sweeps and its residual check are
+    captured once as a CUDA graph and replayed, and the host reads the residuals once, at the end.
     """
-    from ..arrays import to_device, to_host
+    from ..arrays import device_empty, to_device, to_host
 
+    if iterations < 0 or every < 1:
+        raise ValueError(f"iterations must be >= 0 and every >= 1; got {iterations} and {every}")
     a, a_new = to_device(initial), to_device(initial)  # both hold the boundary from the start
     sweep = sweeper(a, a_new, method, block)
-    buffers, source, history = (a, a_new), 0, []
-    for n in range(1, iterations + 1):
-        sweep(source)
+    dtype = np.dtype(initial.dtype)
+    checks = iterations // every
+    partial = device_empty(residual_blocks(initial.shape), dtype)
+    history = device_empty(max(1, checks), dtype)
+    count = to_device(np.zeros(1, np.int32))
+    residual = record_residual.plan(a, a_new, partial, history, count)  # |a_new - a| does not care which was written last
+
+    def segment(first_source: int) -> None:  # `every` sweeps, then the residual of the last one
+        for k in range(every):
+            sweep((first_source + k) % 2)
+        residual()
+
+    per_graph = every if every % 2 == 0 else 2 * every  # an even number of sweeps: the buffers end where they started
+    done = 0
+    if graph and checks >= 2 and per_graph <= iterations:
+        recorded = capture(lambda: [segment(k * every % 2) for k in range(per_graph // every)], f"{per_graph} Jacobi sweeps")
+        recorded.replay(iterations // per_graph)
+        done = iterations // per_graph * per_graph
+    for n in range(done + 1, iterations + 1):
+        sweep((n - 1) % 2)
         if n % every == 0:
-            history.append((n, max_residual(buffers[source], buffers[1 - source])))
-        source = 1 - source
-    return to_host(buffers[source]), history
+            residual()
+    residuals = to_host(history)[:checks]
+    return to_host((a, a_new)[iterations % 2]), [((k + 1) * every, float(r)) for k, r in enumerate(residuals)]
+
+
+def iteration_times(initial: np.ndarray, iterations: int, method: str = "global", every: int = 10,
+                    block: tuple[int, int] = BOOK_BLOCK, repeat: int = 3):
+    """Time `jacobi_iterations` end to end with and without a graph, and the GPU time of the same sweeps and checks (gated), in ms."""
+    from ..arrays import device_empty, to_device
+    from ..timing import benchmark, wall_time_ms
+    from .heat import RunTimes
+
+    a, a_new = to_device(initial), to_device(initial)
+    sweep = sweeper(a, a_new, method, block)
+    dtype = np.dtype(initial.dtype)
+    history = device_empty(1, dtype)
+    count = to_device(np.zeros(1, np.int32))
+    residual = record_residual.plan(a, a_new, device_empty(residual_blocks(initial.shape), dtype), history, count)
+    sweeps = benchmark(lambda: (sweep(0), sweep(1)), repeat=repeat, warmup=1).median_ms / 2
+    check = benchmark(residual, repeat=repeat, warmup=1).median_ms
+    gpu_ms = sweeps * iterations + check * (iterations // every)
+    plain = wall_time_ms(lambda: jacobi_iterations(initial, iterations, method, every, block, graph=False), repeat=repeat, warmup=0)
+    graphed = wall_time_ms(lambda: jacobi_iterations(initial, iterations, method, every, block, graph=True), repeat=repeat, warmup=0)
+    return RunTimes(iterations, gpu_ms, plain, graphed, mode.is_simulator())

@@ -23,6 +23,7 @@ from .. import mode
 from ..arrays import random_array, require_cupy
 from ..compilation import jit_variant
 from ..errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
+from ..launch import bind, planned
 from ..validate import (
     check_blocks,
     check_device_array,
@@ -57,7 +58,8 @@ def strided_read_l2_kernel(b, a, stride, one):
 LOAD_PATHS = ("global", "L2 only (ldcg)")
 
 
-def strided_read(b, a, stride: int, path: str = "global", threads_per_block: int = 256) -> None:
+@planned
+def strided_read(b, a, stride: int, path: str = "global", threads_per_block: int = 256):
     """b[i] = a[i * stride] + 1 for every i of the 1D float device array b, through the chosen load path."""
     check_device_array(b, "b", ndim=1)
     dtype = check_float_dtype(b.dtype, "b.dtype")
@@ -71,11 +73,11 @@ def strided_read(b, a, stride: int, path: str = "global", threads_per_block: int
         raise ValueError(f"path must be one of {LOAD_PATHS}; got {path!r}")
     blocks, tpb = launch_1d(n, threads_per_block)
     if path == "global":
-        strided_read_kernel[blocks, tpb](b, a, np.int64(stride), dtype.type(1))
+        return bind(strided_read_kernel, blocks, tpb, b, a, np.int64(stride), dtype.type(1))
         return
     if mode.is_simulator():
         raise GPUOnlyFeature("cuda.ldcg (a load that bypasses L1)", "the simulator has no caches and no cache-hint loads")
-    strided_read_l2_kernel[blocks, tpb](b, a, np.int64(stride), dtype.type(1))
+    return bind(strided_read_l2_kernel, blocks, tpb, b, a, np.int64(stride), dtype.type(1))
 
 
 STRIDED_READ_SOURCE = r"""
@@ -191,14 +193,15 @@ def _check_mesh(b, a) -> np.dtype:
     return dtype
 
 
-def average(b, a, points: int, threads_per_block: tuple[int, int] = (32, 8)) -> None:
+@planned
+def average(b, a, points: int, threads_per_block: tuple[int, int] = (32, 8)):
     """b = mean of the `points` (4 or 8) neighbours of each interior point of `a` (Numba, global loads)."""
     dtype = _check_mesh(b, a)
     blocks, threads = launch_2d(b.shape, threads_per_block)
     if points == 4:
-        average4_kernel[blocks, threads](b, a, dtype.type(0.25))
+        return bind(average4_kernel, blocks, threads, b, a, dtype.type(0.25))
     elif points == 8:
-        average8_kernel[blocks, threads](b, a, dtype.type(0.125))
+        return bind(average8_kernel, blocks, threads, b, a, dtype.type(0.125))
     else:
         raise ValueError(f"points must be 4 or 8; got {points}")
 
@@ -305,22 +308,23 @@ def local_large_kernel(out, values, k):
         out[i] = scratch[k]  # 256 floats and a run-time index: 1 KiB of local memory per thread
 
 
-def local_memory_demo(out, values, variant: str, k: int = 1, threads_per_block: int = 64) -> None:
+@planned
+def local_memory_demo(out, values, variant: str, k: int = 1, threads_per_block: int = 64):
     """Run one of the local-memory kernels ('static', 'dynamic' or 'large') on float32 device arrays."""
     check_device_array(out, "out", dtype=np.float32, ndim=1)
     check_device_array(values, "values", dtype=np.float32, ndim=1)
     check_same_shape(out, values, ("out", "values"))
     blocks, tpb = launch_1d(out.shape[0], threads_per_block)
     if variant == "static":
-        local_static_kernel[blocks, tpb](out, values)
+        return bind(local_static_kernel, blocks, tpb, out, values)
     elif variant == "dynamic":
         if k not in (0, 1):
             raise ValueError(f"the 2-element array has indices 0 and 1; got k={k}")
-        local_dynamic_kernel[blocks, tpb](out, values, np.int32(k), np.int32(k))
+        return bind(local_dynamic_kernel, blocks, tpb, out, values, np.int32(k), np.int32(k))
     elif variant == "large":
         if not 0 <= k < LARGE_LOCAL:
             raise ValueError(f"k must be in 0..{LARGE_LOCAL - 1}; got {k}")
-        local_large_kernel[blocks, tpb](out, values, np.int32(k))
+        return bind(local_large_kernel, blocks, tpb, out, values, np.int32(k))
     else:
         raise ValueError(f"variant must be 'static', 'dynamic' or 'large'; got {variant!r}")
 
@@ -373,12 +377,13 @@ def register_limited(max_registers: int):
     return jit_variant(register_hungry_kernel, max_registers=max_registers)
 
 
-def register_hungry(out, values, rounds: int = 4, kernel=None, threads_per_block: int = 128) -> None:
+@planned
+def register_hungry(out, values, rounds: int = 4, kernel=None, threads_per_block: int = 128):
     """Run the register-hungry kernel (or a `register_limited` version of it) on float32 device arrays."""
     check_device_array(out, "out", dtype=np.float32, ndim=1)
     check_device_array(values, "values", dtype=np.float32, ndim=2, shape=(HUNGRY, out.shape[0]))
     blocks, tpb = launch_1d(out.shape[0], threads_per_block)
-    (kernel or register_hungry_kernel)[blocks, tpb](out, values, np.int32(rounds))
+    return bind((kernel or register_hungry_kernel), blocks, tpb, out, values, np.int32(rounds))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,7 +422,8 @@ def global_table_kernel(out, x, table, distinct, reads):
 TABLE_SPACES = ("constant", "global")
 
 
-def table_reads(out, x, distinct: int, reads: int, space: str = "constant", table=None, threads_per_block: int = 256) -> None:
+@planned
+def table_reads(out, x, distinct: int, reads: int, space: str = "constant", table=None, threads_per_block: int = 256):
     """out[i] = x[i] * (sum of `reads` table words), each warp reading `distinct` different words at a time.
 
     `space='constant'` reads the module's COEFFICIENTS from constant memory; `space='global'` reads
@@ -435,12 +441,12 @@ def table_reads(out, x, distinct: int, reads: int, space: str = "constant", tabl
         raise LaunchConfigError(f"threads_per_block must be a multiple of {WARP} so that warps and lanes line up; got {tpb}")
     blocks, tpb = launch_1d(out.shape[0], tpb)
     if space == "constant":
-        constant_table_kernel[blocks, tpb](out, x, np.int32(distinct), np.int32(reads))
+        return bind(constant_table_kernel, blocks, tpb, out, x, np.int32(distinct), np.int32(reads))
     elif space == "global":
         if table is None:
             raise ValueError("space='global' needs table=<device copy of COEFFICIENTS>")
         check_device_array(table, "table", dtype=np.float32, shape=(TABLE_SIZE,))
-        global_table_kernel[blocks, tpb](out, x, table, np.int32(distinct), np.int32(reads))
+        return bind(global_table_kernel, blocks, tpb, out, x, table, np.int32(distinct), np.int32(reads))
     else:
         raise ValueError(f"space must be one of {TABLE_SPACES}; got {space!r}")
 
@@ -525,7 +531,8 @@ def bank_conflict_degree(stride: int, banks: int = 32, warp_size: int = 32) -> i
     return max(len(words) for words in per_bank.values())
 
 
-def shared_stride_reads(out, table, stride: int, reads: int, threads_per_block: int = 256) -> None:
+@planned
+def shared_stride_reads(out, table, stride: int, reads: int, threads_per_block: int = 256):
     """out[i] = sum over j < reads of table[(lane * stride + j) mod 1024], read from shared memory."""
     check_device_array(out, "out", dtype=np.float32, ndim=1)
     check_device_array(table, "table", dtype=np.float32, shape=(SHARED_WORDS,))
@@ -535,7 +542,7 @@ def shared_stride_reads(out, table, stride: int, reads: int, threads_per_block: 
     if tpb % WARP:
         raise LaunchConfigError(f"threads_per_block must be a multiple of {WARP}; got {tpb}")
     blocks, tpb = launch_1d(out.shape[0], tpb)
-    shared_stride_kernel[blocks, tpb](out, table, np.int32(stride), np.int32(reads))
+    return bind(shared_stride_kernel, blocks, tpb, out, table, np.int32(stride), np.int32(reads))
 
 
 def shared_stride_reference(table: np.ndarray, n: int, stride: int, reads: int, threads_per_block: int = 256) -> np.ndarray:
@@ -579,7 +586,8 @@ def tile_row_sums_padded_kernel(out, x):
     out[base + tx] = total
 
 
-def tile_row_sums(out, x, padded: bool) -> None:
+@planned
+def tile_row_sums(out, x, padded: bool):
     """out[r] = sum of row r of x (shape (m, 32), m a multiple of 32), one warp per 32-row tile in shared memory."""
     check_device_array(x, "x", dtype=np.float32, ndim=2)
     rows, cols = x.shape
@@ -589,7 +597,7 @@ def tile_row_sums(out, x, padded: bool) -> None:
     blocks = rows // TILE
     check_blocks(blocks)
     kernel = tile_row_sums_padded_kernel if padded else tile_row_sums_kernel
-    kernel[blocks, TILE](out, x)
+    return bind(kernel, blocks, TILE, out, x)
 
 
 def tile_bytes(rows: int) -> int:

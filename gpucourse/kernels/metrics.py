@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning
 
 from .. import book
 from ..errors import ArrayArgumentError, LaunchConfigError
+from ..launch import bind, build, planned
 from ..timing import Timing, benchmark
 from ..validate import (
     blocks_to_cover,
@@ -93,21 +92,24 @@ def _one_per_thread(a, b, threads_per_block: int) -> tuple[int, int]:
     return blocks, tpb
 
 
-def base(a, b, fastmath: bool = False, threads_per_block: int = 256) -> None:
+@planned
+def base(a, b, fastmath: bool = False, threads_per_block: int = 256):
     """The book's base kernel: a[i] = sin(b[i]) for float32/float64 device arrays, one thread per element."""
     blocks, tpb = _one_per_thread(a, b, threads_per_block)
     kernel = base_fastmath_kernel if fastmath else base_kernel
-    kernel[blocks, tpb](a, b)
+    return bind(kernel, blocks, tpb, a, b)
 
 
-def memory_only(a, b, threads_per_block: int = 256) -> None:
+@planned
+def memory_only(a, b, threads_per_block: int = 256):
     """The book's memory kernel: a[i] = b[i], the base kernel's loads and stores without its math."""
     blocks, tpb = _one_per_thread(a, b, threads_per_block)
-    copy_kernel[blocks, tpb](a, b)
+    return bind(copy_kernel, blocks, tpb, a, b)
 
 
+@planned
 def math_only(a, fastmath: bool = False, threads_per_block: int = 256, write_threshold: float = 2.0,
-              x0: float = -0.5, dx: float | None = None) -> None:
+              x0: float = -0.5, dx: float | None = None):
     """The book's math kernel: one sine per thread of `a`'s length, stored only if it exceeds `write_threshold`.
 
     With the default threshold (2.0, above any sine) nothing is written. The argument of thread t
@@ -120,10 +122,11 @@ def math_only(a, fastmath: bool = False, threads_per_block: int = 256, write_thr
     check_blocks(blocks)
     step = 1.0 / tpb if dx is None else dx
     kernel = math_fastmath_kernel if fastmath else math_kernel
-    kernel[blocks, tpb](a, dtype.type(x0), dtype.type(step), dtype.type(write_threshold))
+    return bind(kernel, blocks, tpb, a, dtype.type(x0), dtype.type(step), dtype.type(write_threshold))
 
 
-def grid_only(a, threads_per_block: int = 256, write_threshold: float = 2.0, x0: float = -0.5, dx: float | None = None) -> None:
+@planned
+def grid_only(a, threads_per_block: int = 256, write_threshold: float = 2.0, x0: float = -0.5, dx: float | None = None):
     """The math kernel without its sine: the same grid, the same argument and the same (never taken) store."""
     check_device_array(a, "a", ndim=1)
     dtype = check_float_dtype(a.dtype, "a.dtype")
@@ -131,7 +134,7 @@ def grid_only(a, threads_per_block: int = 256, write_threshold: float = 2.0, x0:
     blocks = blocks_to_cover(a.shape[0], tpb)
     check_blocks(blocks)
     step = 1.0 / tpb if dx is None else dx
-    grid_only_kernel[blocks, tpb](a, dtype.type(x0), dtype.type(step), dtype.type(write_threshold))
+    return bind(grid_only_kernel, blocks, tpb, a, dtype.type(x0), dtype.type(step), dtype.type(write_threshold))
 
 
 def math_only_reference(n: int, threads_per_block: int = 256, x0: float = -0.5, dx: float | None = None,
@@ -272,7 +275,8 @@ def ilp_copy_kernel(elements_per_thread: int):
     return copy_ilp_kernel
 
 
-def copy_ilp(out, inp, elements_per_thread: int = 4, threads_per_block: int = 256) -> None:
+@planned
+def copy_ilp(out, inp, elements_per_thread: int = 4, threads_per_block: int = 256):
     """out[:] = inp[:] for 1D device arrays of one dtype, each thread moving `elements_per_thread` elements."""
     check_device_array(out, "out", ndim=1)
     check_device_array(inp, "inp", dtype=out.dtype, ndim=1)
@@ -281,10 +285,11 @@ def copy_ilp(out, inp, elements_per_thread: int = 4, threads_per_block: int = 25
     kernel = ilp_copy_kernel(elements_per_thread)
     blocks = blocks_to_cover(out.shape[0], tpb * elements_per_thread)
     check_blocks(blocks)
-    kernel[blocks, tpb](out, inp)
+    return bind(kernel, blocks, tpb, out, inp)
 
 
-def copy(out, inp, threads_per_block: int = 256) -> None:
+@planned
+def copy(out, inp, threads_per_block: int = 256):
     """out[:] = inp[:], one element per thread (the book's simple copy kernel)."""
     check_device_array(out, "out", ndim=1)
     check_device_array(inp, "inp", dtype=out.dtype, ndim=1)
@@ -292,7 +297,7 @@ def copy(out, inp, threads_per_block: int = 256) -> None:
     (tpb,) = check_threads_per_block(threads_per_block)
     blocks = blocks_to_cover(out.shape[0], tpb)
     check_blocks(blocks)
-    copy_kernel[blocks, tpb](out, inp)
+    return bind(copy_kernel, blocks, tpb, out, inp)
 
 
 WIDE_BYTES = 16  # a float4's worth: the widest access a CUDA thread can make
@@ -318,7 +323,8 @@ def wide_split(n: int, itemsize: int) -> tuple[int, int]:
     return n // per_word, n % per_word
 
 
-def copy_wide(out, inp, threads_per_block: int = 256, elements_per_thread: int = 1) -> None:
+@planned
+def copy_wide(out, inp, threads_per_block: int = 256, elements_per_thread: int = 1):
     """out[:] = inp[:] in 16-byte elements: the arrays are viewed as complex128 (no copy).
 
     Works for any element size that divides 16 (float32: 4 elements per access). Elements past
@@ -338,27 +344,27 @@ def copy_wide(out, inp, threads_per_block: int = 256, elements_per_thread: int =
                 f"be read {WIDE_BYTES} bytes at a time. Pass the whole allocation, or use copy()."
             )
     body = words * (WIDE_BYTES // out.dtype.itemsize)
+    launches = []
     if words:
-        copy_ilp(out[:body].view(WIDE_DTYPE), inp[:body].view(WIDE_DTYPE), elements_per_thread, threads_per_block)
-    if rest:
-        with warnings.catch_warnings():  # a one-block launch for the last few elements, on purpose
-            warnings.simplefilter("ignore", NumbaPerformanceWarning)
-            copy(out[body:], inp[body:], threads_per_block=32)
+        launches.append(build(copy_ilp, out[:body].view(WIDE_DTYPE), inp[:body].view(WIDE_DTYPE), elements_per_thread, threads_per_block))
+    if rest:  # a one-block launch for the last few elements, on purpose
+        launches.append(build(copy, out[body:], inp[body:], threads_per_block=32))
+    return launches
 
 
 COPY_ACCESS_BYTES = (4, 16)  # float32 element by element, or 16 bytes (four float32) per access
 
 
-def copy_variant(out, inp, threads_per_block: int = 256, elements_per_thread: int = 1, access_bytes: int = 4) -> None:
+@planned
+def copy_variant(out, inp, threads_per_block: int = 256, elements_per_thread: int = 1, access_bytes: int = 4):
     """One copy of float32 arrays, `elements_per_thread` elements of `access_bytes` (4, or 16 as complex128) bytes per thread."""
     if access_bytes == out.dtype.itemsize and elements_per_thread == 1:
-        copy(out, inp, threads_per_block)  # the book's simple copy kernel
-    elif access_bytes == out.dtype.itemsize:
-        copy_ilp(out, inp, elements_per_thread, threads_per_block)
-    elif access_bytes == WIDE_BYTES:
-        copy_wide(out, inp, threads_per_block, elements_per_thread)
-    else:
-        raise LaunchConfigError(f"access_bytes must be {out.dtype.itemsize} (one element) or {WIDE_BYTES}; got {access_bytes}")
+        return build(copy, out, inp, threads_per_block)  # the book's simple copy kernel
+    if access_bytes == out.dtype.itemsize:
+        return build(copy_ilp, out, inp, elements_per_thread, threads_per_block)
+    if access_bytes == WIDE_BYTES:
+        return build(copy_wide, out, inp, threads_per_block, elements_per_thread)
+    raise LaunchConfigError(f"access_bytes must be {out.dtype.itemsize} (one element) or {WIDE_BYTES}; got {access_bytes}")
 
 
 def copy_variant_kernel(elements_per_thread: int = 1, access_bytes: int = 4):
@@ -445,7 +451,8 @@ def intensity_kernel(out, inp, a, b, steps):
 INTENSITY_A, INTENSITY_B = 0.999, 0.001  # x -> 0.999 x + 0.001 stays near [-1, 1] for any number of steps
 
 
-def intensity(out, inp, steps: int, threads_per_block: int = 256) -> None:
+@planned
+def intensity(out, inp, steps: int, threads_per_block: int = 256):
     """out = f^(4*steps)(inp) with f(x) = 0.999 x + 0.001, one fused multiply-add per application (float32/float64)."""
     check_device_array(out, "out", ndim=1)
     dtype = check_float_dtype(out.dtype, "out.dtype")
@@ -456,7 +463,7 @@ def intensity(out, inp, steps: int, threads_per_block: int = 256) -> None:
     (tpb,) = check_threads_per_block(threads_per_block)
     blocks = blocks_to_cover(out.shape[0], tpb)
     check_blocks(blocks)
-    intensity_kernel[blocks, tpb](out, inp, dtype.type(INTENSITY_A), dtype.type(INTENSITY_B), np.int32(steps))
+    return bind(intensity_kernel, blocks, tpb, out, inp, dtype.type(INTENSITY_A), dtype.type(INTENSITY_B), np.int32(steps))
 
 
 def intensity_reference(inp: np.ndarray, steps: int) -> np.ndarray:
@@ -508,7 +515,8 @@ def fma_peak_kernel(out, a, b, steps):
         out[i] = x0 + x1 + x2 + x3  # stored, so that the compiler keeps the arithmetic
 
 
-def fma_peak(out, steps: int, threads_per_block: int = 256) -> None:
+@planned
+def fma_peak(out, steps: int, threads_per_block: int = 256):
     """Run 16 * steps fused multiply-adds in each of out.size threads (float32/float64) and store their sum."""
     check_device_array(out, "out", ndim=1)
     dtype = check_float_dtype(out.dtype, "out.dtype")
@@ -517,7 +525,7 @@ def fma_peak(out, steps: int, threads_per_block: int = 256) -> None:
     (tpb,) = check_threads_per_block(threads_per_block)
     blocks = blocks_to_cover(out.shape[0], tpb)
     check_blocks(blocks)
-    fma_peak_kernel[blocks, tpb](out, dtype.type(INTENSITY_A), dtype.type(INTENSITY_B), np.int32(steps))
+    return bind(fma_peak_kernel, blocks, tpb, out, dtype.type(INTENSITY_A), dtype.type(INTENSITY_B), np.int32(steps))
 
 
 def fma_peak_reference(n: int, steps: int, threads_per_block: int = 256, dtype=np.float32) -> np.ndarray:
@@ -590,7 +598,8 @@ def chase_reference(chain: np.ndarray, slot_stride: int, steps: int, start: int 
     return slot
 
 
-def pointer_chase(chain, slot_stride: int, steps: int, position) -> None:
+@planned
+def pointer_chase(chain, slot_stride: int, steps: int, position):
     """Follow `steps` links of `chain` (from `make_chain`) in one thread, from slot position[0]; store the slot reached there."""
     check_device_array(chain, "chain", dtype=np.int32, ndim=1)
     check_device_array(position, "position", dtype=np.int32, ndim=1)
@@ -598,9 +607,7 @@ def pointer_chase(chain, slot_stride: int, steps: int, position) -> None:
         raise ArrayArgumentError(f"chain has {chain.shape[0]} elements, not a whole number of slots of {slot_stride}")
     if steps < 0:
         raise ValueError(f"steps must be >= 0; got {steps}")
-    with warnings.catch_warnings():  # one thread on purpose: Numba's low-occupancy warning says nothing new here
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
-        pointer_chase_kernel[1, 1](chain, np.int32(slot_stride), np.int32(steps), position)
+    return bind(pointer_chase_kernel, 1, 1, chain, np.int32(slot_stride), np.int32(steps), position)  # one thread, on purpose
 
 
 @dataclass(frozen=True)

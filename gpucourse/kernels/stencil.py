@@ -35,7 +35,8 @@ from numba import cuda
 from ..arrays import as_numba, device_empty
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..finite_difference import AXIS, HALO, stencil_coefficients
-from ..simulation import device_function, paced
+from ..launch import bind, build, owned, planned
+from ..simulation import device_function
 from ..validate import check_blocks, check_device_array, check_float_dtype, check_same_shape, check_shared_memory, check_threads_per_block
 
 DIRECTIONS = ("x", "y", "z")
@@ -164,7 +165,7 @@ def _check_coefficients(coefficients, dtype: np.dtype, n_axis: int) -> tuple[obj
             )
         return coefficients, False
     check_device_array(coefficients, "coefficients", dtype=dtype, ndim=2, shape=(HALO, n_axis))
-    return as_numba(coefficients), True
+    return coefficients, True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,7 +474,9 @@ def swap_last_axes_kernel(tile: int, rows: int, dtype_name: str) -> object:
 
 
 # ---------------------------------------------------------------------------------------------
-# Launchers: check the arguments, pick the grid, launch.
+# Launchers. Each is a plan builder (gpucourse.launch): it checks the arguments, picks the grid
+# and returns the kernels bound to them; @planned makes it a launcher that does that once per new
+# set of arguments and afterwards only launches. `deriv_x.plan(f, df, c)` returns the plan itself.
 
 
 def _check_pair(f, df) -> np.dtype:
@@ -491,8 +494,8 @@ def _check_direction(direction: str) -> None:
         raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
 
 
-@paced
-def deriv_x_global(f, df, coefficients: tuple, modulo: bool = False, threads: tuple[int, int] = (32, 8)) -> None:
+@planned
+def deriv_x_global(f, df, coefficients: tuple, modulo: bool = False, threads: tuple[int, int] = (32, 8)):
     """df = d f / dx with no tile: each thread reads its neighbours from global memory (periodic by `%` or by a branch)."""
     dtype = _check_pair(f, df)
     coefficients, per_point = _check_coefficients(coefficients, dtype, f.shape[2])
@@ -502,11 +505,11 @@ def deriv_x_global(f, df, coefficients: tuple, modulo: bool = False, threads: tu
     nz, ny, nx = f.shape
     blocks = check_blocks((-(-nx // tx), -(-ny // ty), nz))
     kernel = deriv_x_global_modulo_kernel if modulo else deriv_x_global_kernel
-    kernel[blocks, (tx, ty, 1)](as_numba(f), as_numba(df), *coefficients)
+    return bind(kernel, blocks, (tx, ty, 1), f, df, *coefficients)
 
 
-@paced
-def deriv_x_book(f, df, coefficients: tuple, pencils: int = 4) -> None:
+@planned
+def deriv_x_book(f, df, coefficients: tuple, pencils: int = 4):
     """df = d f / dx with the book's sPencils tile: nx x `pencils` threads per block, one point each."""
     dtype = _check_pair(f, df)
     coefficients, per_point = _check_coefficients(coefficients, dtype, f.shape[2])
@@ -516,7 +519,7 @@ def deriv_x_book(f, df, coefficients: tuple, pencils: int = 4) -> None:
     check_threads_per_block((nx, pencils))
     check_shared_memory(book_x_tile(nx, pencils).shared_bytes(nx, dtype.itemsize))
     blocks = check_blocks((-(-ny // pencils), nz))
-    deriv_x_book_kernel(nx, pencils, dtype.name)[blocks, (nx, pencils)](as_numba(f), as_numba(df), coefficients)
+    return bind(deriv_x_book_kernel(nx, pencils, dtype.name), blocks, (nx, pencils), f, df, coefficients)
 
 
 def check_x_tile(tile: XTile, shape: tuple[int, int, int], itemsize: int) -> XTile:
@@ -533,8 +536,8 @@ def check_x_tile(tile: XTile, shape: tuple[int, int, int], itemsize: int) -> XTi
     return tile
 
 
-@paced
-def deriv_x(f, df, coefficients, tile: XTile | None = None, unsigned_indices: bool = True) -> None:
+@planned
+def deriv_x(f, df, coefficients, tile: XTile | None = None, unsigned_indices: bool = True):
     """df = d f / dx (periodic) with whole x-lines in shared memory and several points per thread."""
     dtype = _check_pair(f, df)
     coefficients, per_point = _check_coefficients(coefficients, dtype, f.shape[2])
@@ -542,7 +545,7 @@ def deriv_x(f, df, coefficients, tile: XTile | None = None, unsigned_indices: bo
     tile = check_x_tile(tile or default_x_tile(f.shape), f.shape, dtype.itemsize)
     blocks = check_blocks((-(-ny // tile.pencils), nz))
     kernel = deriv_x_kernel(nx, tile.threads_x, tile.pencils, tile.rows, dtype.name, per_point, unsigned_indices)
-    kernel[blocks, (tile.threads_x, tile.rows)](as_numba(f), as_numba(df), coefficients)
+    return bind(kernel, blocks, (tile.threads_x, tile.rows), f, df, coefficients)
 
 
 def is_c_contiguous(array) -> bool:
@@ -578,8 +581,8 @@ def check_axis_tile(tile: AxisTile, n_axis: int, itemsize: int) -> AxisTile:
     return tile
 
 
-@paced
-def deriv_yz(f, df, direction: str, coefficients, tile: AxisTile | None = None, unsigned_indices: bool = True) -> None:
+@planned
+def deriv_yz(f, df, direction: str, coefficients, tile: AxisTile | None = None, unsigned_indices: bool = True):
     """df = d f / dy or d f / dz (periodic) through a shared-memory tile of `tile.pencils` x-columns."""
     _check_direction(direction)
     if direction == "x":
@@ -592,11 +595,11 @@ def deriv_yz(f, df, direction: str, coefficients, tile: AxisTile | None = None, 
     outer, _, inner = src.shape
     blocks = check_blocks((n_axis // tile.length, -(-inner // tile.pencils), outer))
     kernel = deriv_axis1_kernel(tile.length, tile.pencils, tile.rows, dtype.name, per_point, unsigned_indices)
-    kernel[blocks, (tile.pencils, tile.rows)](src, dst, coefficients)
+    return bind(kernel, blocks, (tile.pencils, tile.rows), src, dst, coefficients)
 
 
-@paced
-def deriv_yz_registers(f, df, direction: str, coefficients: tuple, chunk: int | None = None, pencils: int = 32, rows: int = 4) -> None:
+@planned
+def deriv_yz_registers(f, df, direction: str, coefficients: tuple, chunk: int | None = None, pencils: int = 32, rows: int = 4):
     """df = d f / dy or d f / dz (periodic) with each thread holding `chunk` points of one column in registers."""
     _check_direction(direction)
     if direction == "x":
@@ -613,11 +616,11 @@ def deriv_yz_registers(f, df, direction: str, coefficients: tuple, chunk: int | 
     src, dst = middle_axis_view(f, direction), middle_axis_view(df, direction)
     outer, _, inner = src.shape
     blocks = check_blocks((-(-(n_axis // chunk) // rows), -(-inner // pencils), outer))
-    deriv_axis1_registers_kernel(chunk, pencils, rows, dtype.name)[blocks, (pencils, rows)](src, dst, coefficients)
+    return bind(deriv_axis1_registers_kernel(chunk, pencils, rows, dtype.name), blocks, (pencils, rows), src, dst, coefficients)
 
 
-@paced
-def swap_last_axes(src, dst, tile: int = 32, rows: int = 8) -> None:
+@planned
+def swap_last_axes(src, dst, tile: int = 32, rows: int = 8):
     """dst[b, j, i] = src[b, i, j] for 3D device arrays (a batch of 2D transposes)."""
     check_device_array(src, "src", ndim=3)
     dtype = check_float_dtype(src.dtype, "src.dtype")
@@ -628,7 +631,7 @@ def swap_last_axes(src, dst, tile: int = 32, rows: int = 8) -> None:
     check_threads_per_block((tile, rows))
     check_shared_memory(tile * (tile + 1) * dtype.itemsize)
     blocks = check_blocks((-(-n // tile), -(-m // tile), b))
-    swap_last_axes_kernel(tile, rows, dtype.name)[blocks, (tile, rows)](as_numba(src), as_numba(dst))
+    return bind(swap_last_axes_kernel(tile, rows, dtype.name), blocks, (tile, rows), src, dst)
 
 
 def transposed_shape(shape: tuple[int, int, int], direction: str) -> tuple[int, int, int]:
@@ -643,9 +646,9 @@ def transpose_work(f, direction: str) -> tuple:
     return device_empty(shape, f.dtype), device_empty(shape, f.dtype)
 
 
-@paced
+@planned
 def deriv_transposed(f, df, direction: str, coefficients: tuple, work: tuple | None = None, x_tile: XTile | None = None,
-                     swap_tile: int | None = None, swap_rows: int | None = None) -> None:
+                     swap_tile: int | None = None, swap_rows: int | None = None):
     """df = d f / dy or d f / dz by reordering so the axis is contiguous, the x kernel, and reordering back."""
     if swap_tile is None:  # 32 x 32 tiles (8 rows of threads), or 8 x 8 on grids smaller than a warp
         swap_tile = 32 if min(f.shape) >= 32 else 8
@@ -658,54 +661,47 @@ def deriv_transposed(f, df, direction: str, coefficients: tuple, work: tuple | N
     if per_point:
         raise ArrayArgumentError("the transpose route takes the four uniform coefficients only")
     shape = transposed_shape(tuple(f.shape), direction)
-    first, second = work or transpose_work(f, direction)
+    first, second = work or owned(*transpose_work(f, direction))  # scratch made here belongs to the plan
     for name, array in (("work[0]", first), ("work[1]", second)):
         check_device_array(array, name, dtype=dtype, shape=shape)
     first, second = as_numba(first), as_numba(second)
     if direction == "y":  # (nz, ny, nx) <-> (nz, nx, ny): a transpose of every z-plane
-        swap_last_axes(f, first, swap_tile, swap_rows)
-        deriv_x(first, second, coefficients, x_tile)
-        swap_last_axes(second, df, swap_tile, swap_rows)
-    else:                 # (nz, ny*nx) <-> (ny*nx, nz): one transpose of the whole array seen in 2D
-        nz, ny, nx = f.shape
-        flat = (1, ny * nx, nz)
-        swap_last_axes(middle_axis_view(f, "z"), first.reshape(flat), swap_tile, swap_rows)
-        deriv_x(first, second, coefficients, x_tile)
-        swap_last_axes(second.reshape(flat), middle_axis_view(df, "z"), swap_tile, swap_rows)
+        return (build(swap_last_axes, f, first, swap_tile, swap_rows),
+                build(deriv_x, first, second, coefficients, x_tile),
+                build(swap_last_axes, second, df, swap_tile, swap_rows))
+    nz, ny, nx = f.shape   # (nz, ny*nx) <-> (ny*nx, nz): one transpose of the whole array seen in 2D
+    flat = (1, ny * nx, nz)
+    return (build(swap_last_axes, middle_axis_view(f, "z"), first.reshape(flat), swap_tile, swap_rows),
+            build(deriv_x, first, second, coefficients, x_tile),
+            build(swap_last_axes, second.reshape(flat), middle_axis_view(df, "z"), swap_tile, swap_rows))
 
 
-
-
-@paced
-def derivative(f, df, direction: str, coefficients, method: str = "tiled", **options) -> None:
+@planned
+def derivative(f, df, direction: str, coefficients, method: str = "tiled", **options):
     """df = the periodic derivative of f along `direction` by `method`: 'tiled', 'book', 'registers', 'transposed' or 'global'."""
     _check_direction(direction)
     if method == "tiled":
         if direction == "x":
-            deriv_x(f, df, coefficients, options.get("tile"))
-        else:
-            deriv_yz(f, df, direction, coefficients, options.get("tile"))
-    elif method == "book":
+            return build(deriv_x, f, df, coefficients, options.get("tile"))
+        return build(deriv_yz, f, df, direction, coefficients, options.get("tile"))
+    if method == "book":
         if direction == "x":
-            deriv_x_book(f, df, coefficients, options.get("pencils", 4))
-        else:
-            n_axis = f.shape[AXIS[direction]]
-            deriv_yz(f, df, direction, coefficients, book_spencils_tile(n_axis, options.get("pencils", 4)))
-    elif method == "registers":
+            return build(deriv_x_book, f, df, coefficients, options.get("pencils", 4))
+        n_axis = f.shape[AXIS[direction]]
+        return build(deriv_yz, f, df, direction, coefficients, book_spencils_tile(n_axis, options.get("pencils", 4)))
+    if method == "registers":
         if direction == "x":
             raise ValueError("x is the contiguous axis: its points are spread over a warp, so use method='tiled'")
-        deriv_yz_registers(f, df, direction, coefficients, options.get("chunk"))
-    elif method == "transposed":
+        return build(deriv_yz_registers, f, df, direction, coefficients, options.get("chunk"))
+    if method == "transposed":
         if direction == "x":
-            deriv_x(f, df, coefficients, options.get("x_tile"))
-        else:
-            deriv_transposed(f, df, direction, coefficients, options.get("work"), options.get("x_tile"))
-    elif method == "global":
+            return build(deriv_x, f, df, coefficients, options.get("x_tile"))
+        return build(deriv_transposed, f, df, direction, coefficients, options.get("work"), options.get("x_tile"))
+    if method == "global":
         if direction != "x":
             raise ValueError("the global-memory kernel is written for x only")
-        deriv_x_global(f, df, coefficients, options.get("modulo", False))
-    else:
-        raise ValueError(f"unknown method {method!r}: use 'tiled', 'book', 'registers', 'transposed' or 'global'")
+        return build(deriv_x_global, f, df, coefficients, options.get("modulo", False))
+    raise ValueError(f"unknown method {method!r}: use 'tiled', 'book', 'registers', 'transposed' or 'global'")
 
 
 def bytes_moved(shape: tuple[int, ...], itemsize: int) -> int:

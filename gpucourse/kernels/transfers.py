@@ -19,6 +19,7 @@ from numba import cuda, float32
 
 from .. import book, mode
 from ..errors import ArrayArgumentError, LaunchConfigError
+from ..launch import bind, planned
 from ..report import Table
 from ..timeline import TimelineRecorder, maybe_span
 from ..timing import Ceilings, Timing, benchmark
@@ -218,18 +219,21 @@ def unit_kernel(a, offset, repeats):
         a[i] += total / float32(repeats)
 
 
-def unit_kernel_launch(a, offset: int, repeats: int, threads_per_block: int, stream=None) -> None:
-    """Launch `unit_kernel` over the float32 device array `a` (a whole array or a chunk of one)."""
+@planned
+def unit_kernel_plan(a, offset: int, repeats: int, threads_per_block: int):
+    """The plan of `unit_kernel` over the float32 device array `a` (a whole array or a chunk of one)."""
     check_device_array(a, "a", dtype=np.float32, ndim=1)
     (tpb,) = check_threads_per_block(threads_per_block)
     if repeats < 1:
         raise LaunchConfigError(f"repeats must be at least 1; got {repeats}")
     blocks = blocks_to_cover(a.shape[0], tpb)
     check_blocks(blocks)
-    if stream is None:
-        unit_kernel[blocks, tpb](a, np.int64(offset), np.int32(repeats))
-    else:
-        unit_kernel[blocks, tpb, stream](a, np.int64(offset), np.int32(repeats))
+    return bind(unit_kernel, blocks, tpb, a, np.int64(offset), np.int32(repeats))
+
+
+def unit_kernel_launch(a, offset: int, repeats: int, threads_per_block: int, stream=None) -> None:
+    """Launch `unit_kernel` over the float32 device array `a` (a whole array or a chunk of one) on `stream`."""
+    unit_kernel_plan(a, offset, repeats, threads_per_block, stream=stream)
 
 
 @dataclass

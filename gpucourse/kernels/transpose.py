@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from ..arrays import as_numba, require_cupy
+from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
+from ..launch import bind, planned
 from ..validate import (
     blocks_to_cover,
     check_blocks,
@@ -227,9 +228,9 @@ def output_shape(variant: str, shape: tuple[int, int]) -> tuple[int, int]:
     return (rows, cols) if variant in COPIES else (cols, rows)
 
 
-def transpose(out, inp, variant: str = "no_bank_conflicts", tile: int = BOOK_TILE, block_rows: int = BOOK_BLOCK_ROWS) -> None:
+@planned
+def transpose(out, inp, variant: str = "no_bank_conflicts", tile: int = BOOK_TILE, block_rows: int = BOOK_BLOCK_ROWS):
     """out <- inp.T (or a copy, for the variants 'copy' and 'copy_shared') for 2D float32/float64 device arrays."""
-    inp, out = as_numba(inp), as_numba(out)
     check_device_array(inp, "inp", ndim=2)
     dtype = check_float_dtype(inp.dtype, "inp.dtype")
     if min(inp.shape) < 1 or max(inp.shape) >= 2**31:
@@ -239,7 +240,7 @@ def transpose(out, inp, variant: str = "no_bank_conflicts", tile: int = BOOK_TIL
     check_device_array(out, "out", dtype=dtype, ndim=2, shape=output_shape(variant, inp.shape))
     kernel = kernels(tile, block_rows, dtype)[variant]
     blocks, threads = launch_config(inp.shape, tile, block_rows)
-    kernel[blocks, threads](out, inp)
+    return bind(kernel, blocks, threads, out, inp)
 
 
 def bytes_moved(inp) -> int:

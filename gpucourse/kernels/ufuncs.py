@@ -23,6 +23,7 @@ from numba import cuda, float32
 from .. import mode
 from ..arrays import require_cupy
 from ..errors import GPUOnlyFeature, LaunchConfigError
+from ..launch import bind, planned
 from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block
 from .intro import increment_grid_stride_kernel, increment_kernel
 
@@ -82,7 +83,8 @@ def elementwise_increment(a, b: float, block_size: int | None = None) -> None:
         kernel(a, a.dtype.type(b), a, block_size=block_size)
 
 
-def handwritten_increment(a, b: float, threads_per_block: int = 256, elements_per_thread: int = 1, stream=None) -> None:
+@planned
+def handwritten_increment(a, b: float, threads_per_block: int = 256, elements_per_thread: int = 1):
     """a <- a + b with chapter 1's kernels: one thread per element, or a grid `elements_per_thread` times smaller that strides."""
     check_device_array(a, "a", ndim=1)
     (tpb,) = check_threads_per_block(threads_per_block)
@@ -96,11 +98,7 @@ def handwritten_increment(a, b: float, threads_per_block: int = 256, elements_pe
         blocks = blocks_to_cover(blocks_to_cover(n, elements_per_thread), tpb)
         kernel = increment_grid_stride_kernel  # a fixed grid: each thread loops over elements_per_thread elements
     check_blocks(blocks)
-    value = a.dtype.type(b)
-    if stream is None:
-        kernel[blocks, tpb](a, value)
-    else:
-        kernel[blocks, tpb, stream](a, value)
+    return bind(kernel, blocks, tpb, a, a.dtype.type(b))  # the launcher's stream= picks the stream
 
 
 def streamed_ufunc_increment(a, b: float, streams: list) -> None:
@@ -174,7 +172,8 @@ def block_sum_kernel(result, x):
         cuda.atomic.add(result, 0, partial[0])  # one atomic per block adds it to the total
 
 
-def handwritten_sum(x, result, blocks: int, threads_per_block: int = 256) -> None:
+@planned
+def handwritten_sum(x, result, blocks: int, threads_per_block: int = 256):
     """result[0] <- sum of the float32 device array x: zero it, then one shared-memory tree per block and an atomic add."""
     check_device_array(x, "x", dtype=np.float32, ndim=1)
     check_device_array(result, "result", dtype=np.float32, shape=(1,))
@@ -182,8 +181,7 @@ def handwritten_sum(x, result, blocks: int, threads_per_block: int = 256) -> Non
     if tpb & (tpb - 1):
         raise LaunchConfigError(f"the tree reduction halves the block: threads_per_block must be a power of two; got {tpb}")
     check_blocks(blocks)
-    zero_kernel[1, 1](result)
-    block_sum_kernel[blocks, tpb, 0, 4 * tpb](result, x)
+    return bind(zero_kernel, 1, 1, result), bind(block_sum_kernel, blocks, tpb, result, x, shared_bytes=4 * tpb)
 
 
 # ---------------------------------------------------------------------------------------------

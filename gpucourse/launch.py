@@ -1,0 +1,467 @@
+"""Launch once, call cheaply: kernels bound to their arguments, plans made once, launched with one driver call.
+
+A Numba launch ``kernel[blocks, threads](f, df)`` does a lot of Python work every time: it types each
+argument, looks the compiled kernel up, converts CuPy arrays (and, through the CUDA array
+interface, waits for the stream that made them), and marshals every argument. That costs the host
+40-60 us, longer than many kernels run. The course's launchers also check their arguments.
+
+This module does that work once:
+
+* `bind(kernel, blocks, threads, *args)` compiles the kernel for the arguments' types, loads it,
+  resolves the launch configuration and marshals the arguments (with Numba's own code, so the
+  layout is Numba's): a `BoundKernel` whose call is one `cuda.core.launch`.
+* a *plan builder* is a launcher written to check its arguments and return bound kernels instead
+  of launching them. `@planned` turns it into a launcher that makes a `Plan` once for each new set
+  of arguments (arrays are known by address, shape, strides and dtype) and afterwards only
+  launches it; `launcher.plan(...)` hands the `Plan` to the caller.
+* a `Plan` launches on CuPy's current stream (the legacy default stream without CuPy), so it is
+  ordered after whatever CuPy queued there, with no host synchronization. Called on another stream
+  than last time, it first makes that stream wait for the last one (an event, not a host wait).
+
+In the simulator a bound kernel simply launches the simulated kernel; plans and caches behave the same.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import environment, mode
+from .errors import ArrayArgumentError, LaunchError, PlanMismatch
+from .simulation import SIMULATOR_SWITCH_INTERVAL
+
+#: Plans a launcher keeps (least recently used first out). Each holds addresses, not arrays.
+PLANS_PER_LAUNCHER = 32
+
+#: While a graph is being captured, the list of plans launched into it (gpucourse.graphs fills it).
+CAPTURING: list[list] = []
+
+#: While a plan builder runs, the list of arrays it made for the plan's own use (see `owned`).
+_OWNING: list[list] = []
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver API (cuda.bindings, which Numba itself uses) on a GPU; nothing in the simulator
+
+if mode.on_gpu():
+    from cuda.bindings import driver as _DRIVER
+
+    _SUCCESS = _DRIVER.CUresult.CUDA_SUCCESS
+else:
+    _DRIVER = _SUCCESS = None
+
+
+def _driver_call(name: str, *args):
+    """Call a CUDA driver function; raise LaunchError with its name if it fails; return its result."""
+    error, *result = getattr(_DRIVER, name)(*args)
+    if error != _SUCCESS:
+        raise LaunchError(f"{name} failed: {error.name}")
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+
+
+class _Streams:
+    """Stream handles and their cuda.core / CuPy objects, made once per handle."""
+
+    def __init__(self) -> None:
+        self._core: dict[int, Any] = {}
+        self._cupy: dict[int, Any] = {}
+        self._driver: dict[int, Any] = {}
+        self._cupy_module = None
+
+    def current_handle(self) -> int:
+        """The handle of CuPy's current stream on the current device (0: the legacy default stream)."""
+        cupy = self._cupy_module
+        if cupy is None:
+            if not environment.cupy_installed():
+                return 0
+            import cupy
+
+            self._cupy_module = cupy
+        return cupy.cuda.get_current_stream().ptr
+
+    def driver(self, handle: int):
+        """The driver's CUstream for `handle` (cached)."""
+        stream = self._driver.get(handle)
+        if stream is None:
+            stream = self._driver[handle] = _DRIVER.CUstream(handle)
+        return stream
+
+    def core(self, handle: int):
+        """The cuda.core Stream for `handle` (cached)."""
+        stream = self._core.get(handle)
+        if stream is None:
+            from cuda.core import Stream
+
+            stream = self._core[handle] = Stream.from_handle(handle)
+        return stream
+
+    def cupy(self, handle: int):
+        """A CuPy stream object for `handle` (cached), for CuPy kernels in a plan."""
+        stream = self._cupy.get(handle)
+        if stream is None:
+            import cupy
+
+            stream = self._cupy[handle] = cupy.cuda.Stream.null if handle == 0 else cupy.cuda.ExternalStream(handle)
+        return stream
+
+    def order(self, before: int, after: int) -> None:
+        """Make stream `after` wait (on the device) for the work queued so far on stream `before`."""
+        if mode.is_simulator() or before == after:
+            return
+        self.core(after).wait(self.core(before).record())
+
+
+STREAMS = _Streams()
+
+
+def stream_handle(stream=None) -> int:
+    """The integer handle of `stream` (CuPy, Numba or cuda.core stream, or int); None: CuPy's current stream."""
+    if mode.is_simulator():
+        return 0
+    if stream is None:
+        return STREAMS.current_handle()
+    for attribute in ("ptr", "handle"):
+        value = getattr(stream, attribute, None)
+        if value is not None:
+            stream = value
+            break
+    value = getattr(stream, "value", stream)  # a ctypes c_void_p handle
+    if hasattr(value, "__int__"):
+        return int(value or 0)
+    raise TypeError(f"cannot use {stream!r} as a stream: pass a CuPy, Numba or cuda.core stream, or an integer handle")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bound kernels
+
+
+def _numba_view(value):
+    """A device array argument as a Numba device array (a view, no copy, no synchronization); others unchanged."""
+    if isinstance(value, np.ndarray):
+        raise ArrayArgumentError(
+            f"a NumPy array of shape {value.shape} was passed where the kernel reads device memory; copy it to the device "
+            "first (gpucourse.to_device(a) or cupy.asarray(a)). Numba would copy it at every launch, and back."
+        )
+    if hasattr(value, "__cuda_array_interface__") and not hasattr(value, "copy_to_host"):
+        from numba import cuda
+
+        # sync=False: ordering is the plan's business (it launches on the stream CuPy queues on)
+        return cuda.as_cuda_array(value, sync=False)
+    return value
+
+
+def _dims(value) -> tuple[int, int, int]:
+    dims = (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+    return dims + (1,) * (3 - len(dims))
+
+
+def _parameter_block(marshalled: Sequence) -> tuple[list, object]:
+    """Numba's marshalled kernel arguments as ctypes values and the array of pointers cuLaunchKernel reads."""
+    values = []
+    for value in marshalled:
+        if isinstance(value, bool):
+            values.append(ctypes.c_bool(value))
+        elif isinstance(value, int):  # addresses, sizes, shapes and strides: pointer-sized integers
+            values.append(ctypes.c_ssize_t(value))
+        else:  # ctypes scalars made by Numba (c_float, c_double, c_int32, ...)
+            values.append(value)
+    pointers = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+    return values, pointers
+
+
+class BoundKernel:
+    """One compiled kernel with its launch configuration and marshalled arguments: a call only launches."""
+
+    __slots__ = ("kernel", "name", "blocks", "threads", "shared_bytes", "_function", "_values", "_pointers", "_address", "_simulated")
+
+    def __init__(self, kernel, blocks, threads, args: Sequence, shared_bytes: int = 0) -> None:
+        self.kernel = kernel  # the Numba kernel (dispatcher): its compiler reports, or a raw launch to compare with
+        self.name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "py_func", None), "__name__", "kernel")
+        self.blocks, self.threads, self.shared_bytes = _dims(blocks), _dims(threads), int(shared_bytes)
+        if mode.is_simulator():  # configured at each launch: the simulator's configuration lives on the kernel object
+            self._simulated = (kernel, tuple(args))
+            return
+        self._simulated = None
+        views = [_numba_view(a) for a in args]
+        argtypes = tuple(kernel.typeof_pyval(v) for v in views)
+        compiled = kernel.compile(argtypes)
+        # Load the module now: a module load during a graph capture would end the capture.
+        library_kernel = compiled._codelibrary.get_cufunc().kernel
+        self._function = _driver_call("cuKernelGetFunction", library_kernel.handle)
+        marshalled: list = []
+        written_back: list = []
+        for argtype, view in zip(compiled.argument_types, views):  # Numba's own marshalling: its argument layout
+            compiled._prepare_args(argtype, view, 0, written_back, marshalled)
+        if written_back:  # pragma: no cover - _numba_view refuses host arrays before this
+            raise ArrayArgumentError("a bound kernel's arguments must all live on the device")
+        self._values, self._pointers = _parameter_block(marshalled)
+        self._address = ctypes.addressof(self._pointers)
+
+    def launch(self, handle: int = 0) -> None:
+        """Queue the kernel on the stream with integer handle `handle` (ignored in the simulator)."""
+        simulated = self._simulated
+        if simulated is not None:
+            kernel, args = simulated
+            previous = sys.getswitchinterval()
+            sys.setswitchinterval(min(previous, SIMULATOR_SWITCH_INTERVAL))
+            try:
+                kernel[self.blocks, self.threads, 0, self.shared_bytes](*args)
+            finally:
+                sys.setswitchinterval(previous)
+            return
+        (gx, gy, gz), (bx, by, bz) = self.blocks, self.threads
+        (error,) = _DRIVER.cuLaunchKernel(self._function, gx, gy, gz, bx, by, bz, self.shared_bytes, STREAMS.driver(handle),
+                                          self._address, 0)
+        if error != _SUCCESS:
+            raise LaunchError(f"launching {self.name} with blocks={self.blocks}, threads={self.threads} failed: {error.name}")
+
+    def __repr__(self) -> str:
+        return f"BoundKernel({self.name}, blocks={self.blocks}, threads={self.threads})"
+
+
+class CuPyLaunch:
+    """A CuPy RawKernel with its grid, block and arguments, launched on a plan's stream."""
+
+    __slots__ = ("name", "blocks", "threads", "_kernel", "_args")
+
+    def __init__(self, kernel, blocks, threads, args: Sequence) -> None:
+        self.name = getattr(kernel, "name", "raw kernel")
+        self.blocks, self.threads = _dims(blocks), _dims(threads)
+        self._kernel = kernel
+        self._args = tuple(args)
+
+    def launch(self, handle: int = 0) -> None:
+        """Queue the kernel on the stream with integer handle `handle`."""
+        self._kernel(self.blocks, self.threads, self._args, stream=STREAMS.cupy(handle))
+
+
+def bind(kernel, blocks, threads, *args, shared_bytes: int = 0) -> BoundKernel:
+    """Compile `kernel` for `args`, resolve its launch configuration and marshal the arguments, once."""
+    return BoundKernel(kernel, blocks, threads, args, shared_bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+
+
+#: Array types seen so far, and how to read each one's device address (None: by identity, in host memory).
+_ARRAY_TYPES: dict[type, Callable | None] = {np.ndarray: None}
+_NOT_ARRAYS: set[type] = {int, float, bool, str, tuple, list, type(None), np.float32, np.float64, np.int32, np.int64}
+
+
+def _address_reader(kind: type) -> Callable | None:
+    if mode.is_simulator():
+        return None
+    if kind.__module__.startswith("cupy"):
+        return lambda a: a.data.ptr
+    if hasattr(kind, "device_ctypes_pointer"):  # Numba device arrays
+        return lambda a: a.device_ctypes_pointer.value
+    return lambda a: a.__cuda_array_interface__["data"][0]
+
+
+def _is_array(value) -> bool:
+    kind = type(value)
+    if kind in _ARRAY_TYPES:
+        return True
+    if kind in _NOT_ARRAYS:
+        return False
+    if hasattr(value, "__cuda_array_interface__") or kind.__name__ == "FakeCUDAArray":
+        _ARRAY_TYPES[kind] = _address_reader(kind)
+        return True
+    return False
+
+
+def array_spec(value) -> tuple:
+    """What a plan depends on in an array: its kind, shape, strides and dtype."""
+    return (type(value), tuple(value.shape), tuple(value.strides), np.dtype(value.dtype))
+
+
+def describe_spec(spec: tuple) -> str:
+    """An array spec in words: 'a float32 array of shape (256, 256), C-contiguous (cupy.ndarray)'."""
+    kind, shape, strides, dtype = spec
+    contiguous = strides == tuple(int(s) for s in np.empty(shape, dtype=dtype).strides) if shape else True
+    layout = "C-contiguous" if contiguous else f"strides {strides}"
+    return f"a {dtype.name} array of shape {shape}, {layout} ({kind.__module__.split('.')[0]}.{kind.__name__})"
+
+
+def _key(value) -> Any:
+    """A hashable key: arrays by where they are and how they are laid out; everything else by value and type."""
+    if _is_array(value):
+        reader = _ARRAY_TYPES[type(value)]
+        if reader is None:  # simulator and host arrays: by identity (their plans hold them, so the id stays theirs)
+            return ("array", id(value), type(value), value.shape, value.dtype)
+        return ("array", reader(value), type(value), value.shape, value.strides, value.dtype)
+    if isinstance(value, (tuple, list)):
+        return (type(value), *(_key(v) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return (type(value), value)
+
+
+class Plan:
+    """Kernels checked, compiled and bound once for fixed arrays and options: calling the plan only launches them.
+
+    `plan()` launches on the arrays the plan was made with. `plan(x, y, ...)` launches on other
+    arrays of the same shapes, dtypes and layouts (in the order of the array arguments the plan
+    was made with); arrays of another shape or dtype raise `PlanMismatch`.
+    """
+
+    def __init__(self, builder: Callable, args: tuple, kwargs: dict, keep_arrays: bool = True) -> None:
+        self.name = builder.__name__
+        launches, self._owned = _run_builder(builder, args, kwargs)
+        self.launches = tuple(launches)
+        self._array_positions = [i for i, a in enumerate(args) if _is_array(a)]
+        self._specs = [array_spec(args[i]) for i in self._array_positions]
+        # A plan the caller holds keeps its arrays alive (plan() launches on them); a plan in a
+        # launcher's cache keeps only their addresses, so that it never holds device memory.
+        self._kept = tuple(args[i] for i in self._array_positions) if keep_arrays else ()
+        self._builder, self._kwargs = builder, kwargs
+        self._args = tuple(None if i in self._array_positions else a for i, a in enumerate(args))
+        self._bindings: collections.OrderedDict = collections.OrderedDict()
+        self._bindings[tuple(_key(args[i]) for i in self._array_positions)] = (self.launches, self._owned)
+        self._last_stream = stream_handle()  # the arrays are ready on the stream current when the plan is made
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        """Names of the kernels the plan launches, in order."""
+        return tuple(launch.name for launch in self.launches)
+
+    def _rebind(self, arrays: tuple) -> tuple:
+        if len(arrays) != len(self._specs):
+            raise PlanMismatch(f"plan {self.name!r} was made with {len(self._specs)} array argument(s); got {len(arrays)}.")
+        for number, (array, spec) in enumerate(zip(arrays, self._specs)):
+            if not _is_array(array):
+                raise PlanMismatch(f"array argument {number} of plan {self.name!r} must be an array; got {type(array).__name__}.")
+            given = array_spec(array)
+            if given != spec:
+                raise PlanMismatch(
+                    f"plan {self.name!r} was made for {describe_spec(spec)} as array argument {number}; got "
+                    f"{describe_spec(given)}. A plan is made for one shape, dtype and layout: make another plan for these "
+                    "arrays, or call the plain launcher, which keeps one plan for each."
+                )
+        args = list(self._args)
+        for position, array in zip(self._array_positions, arrays):
+            args[position] = array
+        launches, made = _run_builder(self._builder, tuple(args), self._kwargs)
+        return tuple(launches), made
+
+    def __call__(self, *arrays, stream=None) -> None:
+        """Launch every kernel of the plan, on `arrays` if given (same specs), on `stream` (default: CuPy's current one)."""
+        launches = self.launches
+        if arrays:
+            key = tuple(_key(a) for a in arrays)
+            binding = self._bindings.get(key)
+            if binding is None:
+                binding = self._bindings[key] = self._rebind(arrays)
+                if len(self._bindings) > 8:
+                    self._bindings.popitem(last=False)
+            launches = binding[0]
+        handle = stream_handle(stream)
+        if CAPTURING:  # in a graph: the graph's own launch orders it (see gpucourse.graphs)
+            CAPTURING[-1].append(self)
+        elif handle != self._last_stream:
+            self.wait_on(handle)
+        for launch in launches:
+            launch.launch(handle)
+
+    def wait_on(self, handle: int) -> None:
+        """Before launching on stream `handle`, make it wait for this plan's last launch (on another stream)."""
+        STREAMS.order(self._last_stream, handle)
+        self._last_stream = handle
+
+    def __repr__(self) -> str:
+        return f"Plan({self.name}: {', '.join(self.kernel_names)})"
+
+
+def _run_builder(builder: Callable, args: tuple, kwargs: dict) -> tuple[list, tuple]:
+    """Run a plan builder: the launches it returns and the arrays it made for the plan (`owned`)."""
+    _OWNING.append([])
+    try:
+        launches = _launches_of(builder(*args, **kwargs))
+    finally:
+        made = tuple(_OWNING.pop())
+    return launches, made
+
+
+def owned(*arrays):
+    """Mark arrays a plan builder allocates (scratch space) as the plan's: the plan keeps them alive."""
+    if _OWNING:
+        _OWNING[-1].extend(arrays)
+    return arrays
+
+
+def _launches_of(built) -> list:
+    """The bound launches a builder returned: one, a sequence, or a plan (flattened)."""
+    if isinstance(built, Plan):
+        return list(built.launches)
+    if isinstance(built, (BoundKernel, CuPyLaunch)):
+        return [built]
+    if isinstance(built, (tuple, list)):
+        return [launch for item in built for launch in _launches_of(item)]
+    raise TypeError(f"a plan builder must return bound kernels or a plan; got {type(built).__name__}")
+
+
+class PlannedLauncher:
+    """A launcher made from a plan builder: checks and binds once per argument set, then each call only launches."""
+
+    def __init__(self, builder: Callable, maxsize: int = PLANS_PER_LAUNCHER) -> None:
+        functools.update_wrapper(self, builder)
+        self.builder = builder
+        self.maxsize = maxsize
+        self._plans: collections.OrderedDict = collections.OrderedDict()
+        self._signature = inspect.signature(builder)
+
+    def plan(self, *args, **kwargs) -> Plan:
+        """Check the arguments, compile and bind: a Plan whose call only launches."""
+        return Plan(self.builder, args, kwargs)
+
+    def __call__(self, *args, stream=None, **kwargs) -> None:
+        """Launch, making the plan first if these arguments have not been seen."""
+        key = (_key(args), _key(tuple(sorted(kwargs.items()))) if kwargs else None)
+        plans = self._plans
+        plan = plans.get(key)
+        if plan is None:
+            plan = Plan(self.builder, args, kwargs, keep_arrays=mode.is_simulator())
+            plans[key] = plan
+            if len(plans) > self.maxsize:
+                plans.popitem(last=False)
+        plan(stream=stream)
+
+    def clear(self) -> None:
+        """Forget every plan (they hold addresses and compiled kernels, never arrays, on a GPU)."""
+        self._plans.clear()
+
+    @property
+    def plans_made(self) -> int:
+        """Plans this launcher holds now."""
+        return len(self._plans)
+
+    def __repr__(self) -> str:
+        return f"<planned launcher {self.builder.__module__}.{self.builder.__name__}{self._signature}>"
+
+    def __get__(self, obj, objtype=None):  # behave like a function when stored on a class
+        return self if obj is None else functools.partial(self, obj)
+
+
+def planned(builder: Callable) -> PlannedLauncher:
+    """Decorate a plan builder (checks, then returns bound kernels) to make a launcher with a plan cache."""
+    return PlannedLauncher(builder)
+
+
+def build(launcher, *args, **kwargs) -> list:
+    """The bound launches a planned launcher (or a builder) makes for these arguments, for composing plans."""
+    builder = launcher.builder if isinstance(launcher, PlannedLauncher) else launcher
+    return _launches_of(builder(*args, **kwargs))
