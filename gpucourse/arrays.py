@@ -56,6 +56,22 @@ def device_empty(shape, dtype) -> object:
     return cuda.device_array(shape, dtype=dtype)
 
 
+def device_copy(array):
+    """A copy of a device array made on the device (no trip through the host); NumPy arrays in the simulator copy too."""
+    if hasattr(array, "copy_to_host"):  # Numba (real or simulated)
+        from numba import cuda
+
+        copy = cuda.device_array_like(array)
+        copy.copy_to_device(array)
+        return copy
+    return array.copy()  # CuPy and NumPy
+
+
+def on_host(array) -> bool:
+    """True for a NumPy array: data a kernel cannot read until it is copied to the device."""
+    return isinstance(array, np.ndarray)
+
+
 def to_host(array) -> np.ndarray:
     """Copy any course array (Numba, CuPy, simulated or NumPy) back to a NumPy array."""
     if isinstance(array, np.ndarray):

@@ -48,7 +48,9 @@ class Graph:
             self._graph = None
             return
         cupy = require_cupy("CUDA graphs")
-        stream = cupy.cuda.Stream(non_blocking=True)
+        # A blocking stream: work on the legacy default stream during the capture (a copy to the host, a
+        # synchronize) must wait for it, which a capture forbids, so the mistake is an error, not a silent copy.
+        stream = cupy.cuda.Stream(non_blocking=False)
         self._stream = stream  # the graph's nodes were captured on it: keep it alive with the graph
         captured: list = []
         _launch.CAPTURING.append(captured)

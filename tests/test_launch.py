@@ -171,7 +171,7 @@ def test_no_host_wait_on_the_stream_that_made_the_arrays():
     plan = intro.increment.plan(a, 1.0)
     gate = _gate_for_device(cupy.cuda.Device().id)
     stream = cupy.cuda.get_current_stream()
-    gate.close(stream, 3000.0)  # the stream is held until the gate opens
+    gate.close(stream, 10_000.0)  # the stream is held until the gate opens
     start = time.perf_counter()
     for _ in range(10):
         plan()
@@ -193,9 +193,10 @@ def test_a_plan_called_on_another_stream_waits_for_the_last_one_on_the_device():
     gate = _gate_for_device(cupy.cuda.Device().id)
     producer, consumer = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
     a = cupy.zeros(N, np.float32)
+    a += 0  # compile CuPy's addition now: a compilation behind the closed gate could outlast it
     with producer:
         plan = intro.increment.plan(a, 1.0)  # made on the producer stream: a is ready there
-        gate.close(producer, 3000.0)
+        gate.close(producer, 10_000.0)
         a += 5  # queued behind the gate
     start = time.perf_counter()
     plan(stream=consumer)  # must run after `a += 5`, without the host waiting for it

@@ -100,25 +100,27 @@ def host_costs(copy_gbs: float) -> None:
     RESULTS["back_to_back"] = loops
 
 
+def run_row(run) -> dict:
+    return {"gpu_ms": run.gpu_ms, "device_wall_ms": run.device_wall_ms, "graph_wall_ms": run.graph_wall_ms, "plain_wall_ms": run.plain_wall_ms,
+            "device_ratio": run.device_ratio, "graph_ratio": run.graph_ratio, "plain_ratio": run.plain_ratio, "gpu_us_per_step": run.gpu_us_per_step}
+
+
 def runs() -> None:
     shape, steps = gpucourse.problem_size("ch6_heat_run")
     host = gpucourse.random_array(shape, np.float32, seed=5, low=0.0, high=1.0)
     out = []
     for label, method, s in (("heat, global step", "global", 1), ("heat, shared, 4 steps per launch", "shared", 4)):
         run = heat.run_times(host, steps, 0.2, method, 32, s, repeat=3)
-        out.append({"what": f"{label}, {shape[0]}x{shape[1]}, {steps} steps", "gpu_ms": run.gpu_ms, "plain_wall_ms": run.plain_wall_ms,
-                    "graph_wall_ms": run.graph_wall_ms, "plain_ratio": run.plain_ratio, "graph_ratio": run.graph_ratio,
-                    "gpu_us_per_step": run.gpu_us_per_step})
+        out.append({"what": f"{label}, {shape[0]}x{shape[1]}, {steps} steps", **run_row(run)})
     shape, iterations, every = gpucourse.problem_size("ch6_laplace_run")
     initial = fd.laplace_initial(shape)
     for method in ("global", "shared"):
         run = laplace.iteration_times(initial, iterations, method, every, gpucourse.problem_size("ch6_laplace_block"), repeat=3)
-        out.append({"what": f"jacobi_iterations {method}, {shape[0]}x{shape[1]}, {iterations} sweeps, residual every {every}",
-                    "gpu_ms": run.gpu_ms, "plain_wall_ms": run.plain_wall_ms, "graph_wall_ms": run.graph_wall_ms,
-                    "plain_ratio": run.plain_ratio, "graph_ratio": run.graph_ratio, "gpu_us_per_step": run.gpu_us_per_step})
+        out.append({"what": f"jacobi_iterations {method}, {shape[0]}x{shape[1]}, {iterations} sweeps, residual every {every}", **run_row(run)})
     for row in out:
-        log(f"{row['what']:62s} GPU {row['gpu_ms']:8.1f} ms | wall plain {row['plain_wall_ms']:8.1f} ms ({row['plain_ratio']:.2f}x) | "
-            f"wall graph {row['graph_wall_ms']:8.1f} ms ({row['graph_ratio']:.2f}x)")
+        log(f"{row['what']:62s} GPU {row['gpu_ms']:7.1f} ms | device data, graph {row['device_wall_ms']:7.1f} ms "
+            f"({row['device_ratio']:.2f}x) | host data, graph {row['graph_wall_ms']:7.1f} ms ({row['graph_ratio']:.2f}x), "
+            f"plain {row['plain_wall_ms']:7.1f} ms ({row['plain_ratio']:.2f}x)")
     RESULTS["runs"] = out
 
 
@@ -149,23 +151,27 @@ def large_derivatives(copy_gbs: float) -> None:
     RESULTS["derivatives_512"] = rows
 
 
-def z_tiles_256(copy_gbs: float) -> None:
-    """The z tile at 256^3: 32 or 64 columns (the default was chosen from this)."""
+def axis_tiles(copy_gbs: float) -> None:
+    """The y/z tile at 256^3 and 512^3: 32 or 64 columns, 4 or 8 points per thread (the default was chosen from this)."""
     import cupy
 
-    n = 256
-    shape = (n, n, n)
-    f = cupy.asarray(gpucourse.random_array(shape, np.float32, seed=8))
-    df = cupy.empty(shape, np.float32)
-    c = stencil.coefficients_for(f, 1.0 / n)
     rows = []
-    for direction in "yz":
-        for tile in (stencil.AxisTile(64, 32, 4), stencil.AxisTile(64, 64, 4), stencil.AxisTile(32, 64, 4), stencil.AxisTile(64, 64, 8)):
-            timing = benchmark(lambda t=tile, d=direction: stencil.deriv_yz(f, df, d, c, t), repeat=10)
-            fraction = timing.bandwidth_gbs(stencil.bytes_moved(shape, 4)) / copy_gbs
-            rows.append({"direction": direction, "tile": repr(tile), "fraction_of_copy": fraction})
-            log(f"256^3 {direction} {tile}: {rows[-1]['fraction_of_copy']:.3f} of copy")
-    RESULTS["tiles_256"] = rows
+    tiles = (stencil.AxisTile(64, 32, 4), stencil.AxisTile(64, 64, 4), stencil.AxisTile(64, 64, 8), stencil.AxisTile(32, 64, 4),
+             stencil.AxisTile(32, 64, 8))
+    for n in (256, 512):
+        shape = (n, n, n)
+        arrays = (cupy.asarray(gpucourse.random_array(shape, np.float32, seed=8)), cupy.empty(shape, np.float32),
+                  stencil.coefficients_for(np.zeros(1, np.float32), 1.0 / n))
+        for direction in "yz":
+            for tile in tiles:
+                timing = benchmark(lambda t=tile, d=direction, a=arrays: stencil.deriv_yz(a[0], a[1], d, a[2], t), repeat=10)
+                fraction = timing.bandwidth_gbs(stencil.bytes_moved(shape, 4)) / copy_gbs
+                rows.append({"grid": n, "direction": direction, "tile": repr(tile), "fraction_of_copy": fraction})
+                log(f"{n}^3 {direction} {tile}: {fraction:.3f} of copy")
+        arrays = None
+        stencil.deriv_yz.clear()
+        cupy.get_default_memory_pool().free_all_blocks()
+    RESULTS["axis_tiles"] = rows
 
 
 def main() -> None:
@@ -180,7 +186,7 @@ def main() -> None:
     import cupy
 
     for step in (lambda: host_costs(ceilings.copy_gbs), runs, lambda: large_derivatives(ceilings.copy_gbs),
-                 lambda: z_tiles_256(ceilings.copy_gbs)):
+                 lambda: axis_tiles(ceilings.copy_gbs)):
         step()
         cupy.get_default_memory_pool().free_all_blocks()  # each step's arrays are gone with it
     n = gpucourse.problem_size("ch2_short_kernel")

@@ -131,9 +131,15 @@ def default_x_tile(shape: tuple[int, int, int]) -> XTile:
 
 
 def default_axis_tile(shape: tuple[int, int, int], direction: str) -> AxisTile:
-    """A fast y/z shared-memory tile for this shape: 32 columns, a segment of up to 64 points, several points per thread."""
+    """A fast y/z shared-memory tile for this shape: 64 columns (32 on narrow grids), a segment of up to 64 points, 8 points per thread.
+
+    64 columns (two 128-byte rows per warp row) beat 32 on the H100 at 256^3 and 512^3, for z above
+    all (measurements/launch.md).
+    """
     n_axis = shape[1] if direction == "y" else shape[0]
     length = _largest_divisor_at_most(n_axis, 64)
+    if shape[2] >= 64:
+        return AxisTile(length=length, pencils=64, rows=max(1, length // 8))
     if shape[2] >= 32:
         return AxisTile(length=length, pencils=32, rows=4)
     return AxisTile(length=length, pencils=4, rows=max(1, length // 4))
