@@ -1,4 +1,4 @@
-"""Command line: `python -m gpucourse info | bench | exercises [--check]`."""
+"""Command line: `python -m gpucourse info | bench | report | exercises [--check]`."""
 
 from __future__ import annotations
 
@@ -33,6 +33,23 @@ def command_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_report(args: argparse.Namespace) -> int:
+    """Run the then-and-now report (every chapter, or those named) and write it as HTML, Markdown and JSON."""
+    import gpucourse
+    from gpucourse import thenandnow
+
+    print(gpucourse.banner().headline())
+    if gpucourse.is_simulator():
+        print("Simulator mode: tiny sizes, and every time in the report is a simulator time, not a GPU time.")
+    report = thenandnow.run(only=args.chapter, repeat=args.repeat)
+    paths = thenandnow.write(report, args.out)
+    failed = [c for c in report.chapters if c.error]
+    for chapter in failed:
+        print(f"chapter {chapter.number} failed: {chapter.error}")
+    print(f"wrote {paths['html']}, {paths['md']} and {paths['json']} ({len(report.rows())} rows)")
+    return 1 if failed else 0
+
+
 def command_exercises(args: argparse.Namespace) -> int:
     """Write exercises/ from solutions/, or with --check list what is stale."""
     from gpucourse import exercises
@@ -60,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parser = sub.add_parser("bench", help="run chapter 2's measurements and print them beside the book's figures")
     bench_parser.add_argument("--repeat", type=int, default=None, help="timed samples per measurement (default: 20 on a GPU)")
     bench_parser.set_defaults(run=command_bench)
+    report = sub.add_parser("report", help="measure every book figure on this device and write the then-and-now report")
+    report.add_argument("--chapter", type=int, action="append", help="only this chapter (repeat for several)")
+    report.add_argument("--out", default="report", help="folder for report.html, report.md and report.json (default: ./report)")
+    report.add_argument("--repeat", type=int, default=None, help="timed samples per measurement (default: 10 on a GPU)")
+    report.set_defaults(run=command_report)
     ex = sub.add_parser("exercises", help="generate exercises/ from solutions/")
     ex.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
     ex.add_argument("--only", metavar="NAME.ipynb", help="rebuild only this solution notebook's exercise")

@@ -551,6 +551,12 @@ FP32_LANES_PER_SM = {
     (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128, (12, 1): 128,
 }
 
+#: FP64 lanes per SM by compute capability (same sources); consumer parts have few.
+FP64_LANES_PER_SM = {
+    (2, 0): 16, (3, 0): 8, (3, 5): 64, (3, 7): 64, (6, 0): 32, (7, 0): 32, (7, 5): 2, (8, 0): 32, (8, 6): 2, (8, 9): 2,
+    (9, 0): 64, (10, 0): 64, (12, 0): 2,
+}
+
 
 def theoretical_fp32_gflops(multiprocessors: int, clock_khz: float, compute_capability: tuple[int, int]) -> float | None:
     """Peak float32 GFLOP/s: SMs x FP32 lanes x 2 flops per fused multiply-add x clock; None for an unknown architecture."""
@@ -668,3 +674,14 @@ def blocks_per_second(copy_gbs: float, block_bytes: int) -> float:
     if block_bytes <= 0:
         raise ValueError("a block must move at least one byte")
     return copy_gbs * 1e9 / (2 * block_bytes)
+
+
+def measure_fma_rate(dtype=np.float32, repeat: int | None = None) -> float:
+    """This device's fused multiply-add rate in GFLOP/s for `dtype` (float32 or float64), timed with `fma_peak` at `ch2_peak_flops` sizes."""
+    from ..arrays import device_empty
+    from ..sizes import problem_size
+
+    threads, steps = problem_size("ch2_peak_flops")
+    out = device_empty(threads, check_float_dtype(dtype))
+    timing = benchmark(lambda: fma_peak(out, steps), repeat=repeat)
+    return fma_peak_flops(threads, steps) / (timing.median_ms * 1e-3) / 1e9

@@ -1,0 +1,123 @@
+"""The report as Markdown and as a self-contained HTML page (plots embedded)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+from .core import ChapterResult, Row
+
+SIMULATOR_WARNING = ("SIMULATOR MODE: no GPU was used. Every time and bandwidth below measures Python threads in Numba's CUDA "
+                     "simulator at tiny sizes; they are not GPU figures. Run `python -m gpucourse report` on a GPU machine.")
+
+
+def number(value) -> str:
+    """A value as the report prints it: 4 significant figures, small values in exponent form, never '0.0' for a tiny one."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    value = float(value)
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
+        return f"{value:.3e}"
+    return f"{value:.4g}"
+
+
+def fraction(value) -> str:
+    """A fraction of a ceiling as a percentage."""
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def book_text(row: Row) -> str:
+    """The row's book figures, each with its GPU and its fraction of that GPU's ceiling."""
+    parts = []
+    for cell in row.book:
+        gpu = cell.gpu.replace("Tesla ", "")
+        text = f"{cell.text} ({gpu}"
+        text += f", {fraction(cell.fraction)} of its copy)" if cell.fraction is not None else ")"
+        parts.append(text)
+    return "; ".join(parts) if parts else "—"
+
+
+HEADERS = ("quantity", "the book (its GPU, fraction of its ceiling)", "this GPU", "unit", "of measured copy", "library anchor", "note")
+
+
+def _cells(row: Row) -> list[str]:
+    return [row.quantity, book_text(row), number(row.here), row.unit, fraction(row.here_fraction), row.anchor or "", row.note]
+
+
+def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]]) -> str:
+    """The whole report as Markdown."""
+    out = [f"# Then and now: the book's figures on {meta['device']}", ""]
+    if meta["simulated"]:
+        out += [f"> **{SIMULATOR_WARNING}**", ""]
+    out += [f"- {key}: {value}" for key, value in meta.items() if key != "simulated"] + [""]
+    for chapter in chapters:
+        out += [f"## Chapter {chapter.number}: {chapter.title}", "", f"*{chapter.seconds:.0f} s*", ""]
+        if chapter.error:
+            out += [f"**This chapter's measurements failed:** `{chapter.error}`", ""]
+        for section in chapter.sections:
+            out += [f"### {section.title}", "", "| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
+            for row in section.rows:
+                out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in _cells(row)) + " |")
+            out += [""] + [f"- {note}" for note in section.notes] + ([""] if section.notes else [])
+    out += ["## Book figures without a row", ""]
+    if unexplained:
+        out += [f"- **not measured and not explained**: {', '.join(unexplained)}"]
+    for reason, ids in sorted(explained.items()):
+        out.append(f"- {reason}: {len(ids)} figure(s) ({', '.join(ids[:6])}{', ...' if len(ids) > 6 else ''})")
+    return "\n".join(out) + "\n"
+
+
+def _figure_html(figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="plot" src="data:image/png;base64,{encoded}">'
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; max-width: 110em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; text-align: left; }
+th { background: #f0f0f0; }
+.warning { background: #fde2e2; border: 2px solid #c00; padding: 0.8em; font-weight: bold; }
+.meta td:first-child { font-weight: bold; }
+"""
+
+
+def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]]) -> str:
+    """The whole report as one HTML page with its plots embedded."""
+    e = html.escape
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Then and now: {e(meta['device'])}</title>",
+           f"<style>{STYLE}</style></head><body>", f"<h1>Then and now: the book's figures on {e(meta['device'])}</h1>"]
+    if meta["simulated"]:
+        out.append(f"<p class='warning'>{e(SIMULATOR_WARNING)}</p>")
+    out.append("<table class='meta'>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in meta.items()
+                                                 if k != "simulated") + "</table>")
+    out.append("<ul>" + "".join(f"<li><a href='#ch{c.number}'>Chapter {c.number}: {e(c.title)}</a> ({len(c.rows)} rows)</li>"
+                                for c in chapters) + "</ul>")
+    for chapter in chapters:
+        out.append(f"<h2 id='ch{chapter.number}'>Chapter {chapter.number}: {e(chapter.title)}</h2><p><i>{chapter.seconds:.0f} s</i></p>")
+        if chapter.error:
+            out.append(f"<p class='warning'>This chapter's measurements failed: {e(chapter.error)}</p>")
+        for section in chapter.sections:
+            out.append(f"<h3>{e(section.title)}</h3><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADERS) + "</tr>")
+            for row in section.rows:
+                out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in _cells(row)) + "</tr>")
+            out.append("</table>")
+            out += [f"<p><small>{e(note)}</small></p>" for note in section.notes]
+            if section.figure is not None:
+                out.append(_figure_html(section.figure))
+    out.append("<h2>Book figures without a row</h2><ul>")
+    if unexplained:
+        out.append(f"<li><b>not measured and not explained</b>: {e(', '.join(unexplained))}</li>")
+    for reason, ids in sorted(explained.items()):
+        out.append(f"<li>{e(reason)}: {len(ids)} figure(s) <small>({e(', '.join(ids))})</small></li>")
+    out.append("</ul></body></html>")
+    return "\n".join(out)
