@@ -22,15 +22,17 @@ def command_info(args: argparse.Namespace) -> int:
 
 
 def command_bench(args: argparse.Namespace) -> int:
-    """Run chapter 2's measurements and print them beside the book's figures."""
+    """Run chapter 2's part of the report and print it beside the book's figures."""
     import gpucourse
-    from gpucourse import bench
+    from gpucourse import thenandnow
+    from gpucourse.thenandnow.render import to_text
 
     print(gpucourse.banner().headline())
     if gpucourse.is_simulator():
         print("Simulator mode: small sizes, and every time below is a simulator time, not a GPU time.")
-    print(bench.run(repeat=args.repeat, echo=lambda line: print(line, flush=True)))
-    return 0
+    report = thenandnow.run(only=[2], repeat=args.repeat)
+    print(to_text(report.meta, report.chapters))
+    return 1 if any(c.error for c in report.chapters) else 0
 
 
 def command_report(args: argparse.Namespace) -> int:
@@ -74,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="print the banner and the device's bandwidth ceilings")
     info.add_argument("--no-ceilings", action="store_true", help="skip measuring the copy ceiling")
     info.set_defaults(run=command_info)
-    bench_parser = sub.add_parser("bench", help="run chapter 2's measurements and print them beside the book's figures")
+    bench_parser = sub.add_parser("bench", help="chapter 2's part of the report, printed: the measurements beside the book's figures")
     bench_parser.add_argument("--repeat", type=int, default=None, help="timed samples per measurement (default: 20 on a GPU)")
     bench_parser.set_defaults(run=command_bench)
     report = sub.add_parser("report", help="measure every book figure on this device and write the then-and-now report")

@@ -1,4 +1,4 @@
-"""`python -m gpucourse bench`: the measurements, the then-and-now table, and the command line."""
+"""Chapter 2's measurements, their part of the then-and-now report, and `python -m gpucourse bench`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from conftest import ROOT
 import gpucourse
 from gpucourse import bench, book, mode
 from gpucourse.kernels import metrics
+from gpucourse.thenandnow import ch2, core
 
 
 @pytest.fixture(scope="module")
@@ -35,37 +36,35 @@ def test_measure_covers_the_chapter(report):
         assert report.same_size_memcpy_gbs is None
 
 
-def test_table_sets_the_book_beside_this_device(report):
-    table = bench.bench_table(report)
-    assert table.headers == ["quantity", "book figure", "its GPU", "book / its copy ceiling", "this device", "this / measured copy"]
-    by_quantity = {}
-    for row in table.rows:
-        by_quantity.setdefault(row[0], []).append(row)
-    peaks = by_quantity["theoretical peak bandwidth"]
-    assert [r[1] for r in peaks] == ["144.00 GB/s", "208.00 GB/s"] and [r[2] for r in peaks] == ["Tesla C2050", "Tesla K20"]
-    assert peaks[1][3] == pytest.approx(208.0 / 145.0)  # the K20's peak over its Table 2.1 copy, ECC on
-    fast = by_quantity["base kernel sin(b), fast math: effective bandwidth"]
-    assert [r[1] for r in fast] == ["106 GB/s", "139 GB/s"]
-    assert fast[1][3] == pytest.approx(book.figure("ch2_effbw_base_fastmath_K20").number / 145.0)
-    verdicts = by_quantity["limiting factor, no fast math (memory / math time over base)"]
-    assert verdicts[0][1].startswith("math-bound") and verdicts[1][1].startswith("memory-bound")  # computed from the book's times
-    assert verdicts[0][4].split()[0] == report.limit[False].classification.label
-    slow = [r for r in table.rows if r[0].startswith("base kernel sin(b), no fast math")]
-    assert slow[1][1] == f"{metrics.BOOK_LIMIT_N * 8 / 529.568e-6 / 1e9:.0f} GB/s (from its time)"
-    text = str(table)
+def test_report_sets_the_book_beside_this_device(report):
+    ctx = core.Context.make(repeat=1)
+    sections = {section.title.split(" (")[0]: section for section in ch2.sections(report, ctx)}
+    rows = {row.quantity: row for section in sections.values() for row in section.rows}
+    peaks = rows["theoretical peak bandwidth (2 × memory clock × bus width)"]
+    assert [c.text for c in peaks.book] == ["76.80 GB/s", "102.40 GB/s", "144.00 GB/s", "160.00 GB/s", "208.00 GB/s"]
+    assert all(c.fraction is None for c in peaks.book)  # a ceiling is not set against another ceiling
+    tpb, best = report.best_copy
+    copy = rows[f"simple copy kernel at its best block size (Table 2.1); here {tpb} threads per block"]
+    assert copy.here == best and [c.fraction for c in copy.book] == [pytest.approx(1.0)] * 4
+    fast = rows["base kernel effective bandwidth, fast math (Tesla K20)"]
+    assert fast.book[0].fraction == pytest.approx(book.figure("ch2_effbw_base_fastmath_K20").number / 145.0)
+    verdict = rows["limiting factor, no fast math"]
+    assert "book C2050: math-bound" in verdict.note and "book K20: memory-bound" in verdict.note  # computed from the book's times
+    assert verdict.here.split()[0] == report.limit[False].classification.label
+    scaled = rows["base kernel time, no fast math (here scaled to the book's n = 8 Mi)"]
+    assert scaled.here == pytest.approx(1e3 * report.limit[False].base.median_ms * metrics.BOOK_LIMIT_N / report.limit[False].n)
     if mode.is_simulator():
-        assert text.startswith("SIMULATOR MODE") and "simulator" in text.lower()
-        assert all(r[5] is None for r in table.rows)  # no fraction of a GPU ceiling without a GPU
+        assert all(row.here_fraction is None for row in rows.values())  # no fraction of a GPU ceiling without a GPU
     else:
-        copy_row = by_quantity["device-to-device copy (cudaMemcpy): the ceiling"][0]
-        assert copy_row[5] == pytest.approx(1.0) and "Fastest Numba copy" in text
+        ceiling = rows["device-to-device copy (the practical ceiling)"]
+        assert ceiling.here_fraction == pytest.approx(1.0)
 
 
 def test_cli_bench_and_info():
     result = subprocess.run([sys.executable, "-m", "gpucourse", "bench", "--repeat", "1"], capture_output=True, text=True, cwd=ROOT,
                             timeout=600)
     assert result.returncode == 0, result.stderr
-    assert "then and now" in result.stdout and "Tesla K20" in result.stdout and "limiting factor" in result.stdout
+    assert "then and now" in result.stdout and "K20" in result.stdout and "limiting factor" in result.stdout
     if mode.is_simulator():
         assert "every time below is a simulator time" in result.stdout
     else:

@@ -28,7 +28,11 @@ def _scaled_us(timing, n: int) -> float:
 def measure(ctx: Context) -> list[Section]:
     """Run chapter 2's measurements and lay them out as then-and-now rows."""
     ctx.step(STEPS[0])
-    report = chapter2.measure(repeat=ctx.repeat)
+    return sections(chapter2.measure(repeat=ctx.repeat), ctx)
+
+
+def sections(report: chapter2.BenchReport, ctx: Context) -> list[Section]:
+    """Chapter 2's measurements beside the book's figures."""
     unit = "GB/s" if not ctx.simulated else "GB/s (simulator)"
 
     ceilings = Section("Bandwidth ceilings (§2.3.1–2.3.2)")

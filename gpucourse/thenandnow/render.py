@@ -74,6 +74,22 @@ def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str
     return "\n".join(out) + "\n"
 
 
+def to_text(meta: dict, chapters: list[ChapterResult]) -> str:
+    """The report's tables as aligned text, for a terminal."""
+    from ..report import Table
+
+    out = [SIMULATOR_WARNING] if meta["simulated"] else []
+    for chapter in chapters:
+        out.append(f"Chapter {chapter.number}, then and now: the book's GPUs beside {meta['device']}")
+        if chapter.error:
+            out.append(f"  this chapter's measurements failed: {chapter.error}")
+        for section in chapter.sections:
+            table = Table(list(HEADERS[:-2]) + ["note"], title=section.title, notes=list(section.notes))
+            table.rows = [[*cells[:-2], cells[-1]] for cells in (_cells(row) for row in section.rows)]
+            out += ["", str(table)]
+    return "\n".join(out) + "\n"
+
+
 def _figure_html(figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
