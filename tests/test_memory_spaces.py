@@ -227,3 +227,20 @@ def test_tile_row_sums(padded):
     with pytest.raises(ArrayArgumentError, match="multiple of 32 rows"):
         ms.tile_row_sums(out, gpucourse.to_device(x[:-1]), padded)
     assert ms.tile_bytes(rows) == 4 * rows * 33
+
+
+@pytest.mark.parametrize("dynamic, n", [(False, ms.REVERSE_STATIC), (True, ms.REVERSE_STATIC), (True, 200)])
+def test_reversal_through_shared_memory(dynamic, n):
+    host = gpucourse.random_array(n, np.int32, seed=n, low=-1000, high=1000)
+    d = gpucourse.to_device(host)
+    ms.reverse(d, dynamic=dynamic)
+    assert np.array_equal(gpucourse.to_host(d), host[::-1])
+
+
+def test_reversal_refuses_what_one_block_cannot_hold(device):
+    with pytest.raises(gpucourse.ArrayArgumentError, match="dynamic=True"):
+        ms.reverse(gpucourse.to_device(np.zeros(10, np.int32)))
+    with pytest.raises(gpucourse.LaunchConfigError, match="threads per block"):
+        ms.reverse(gpucourse.to_device(np.zeros(device.max_threads_per_block + 1, np.int32)), dynamic=True)
+    with pytest.raises(gpucourse.ArrayArgumentError, match="int32"):
+        ms.reverse(gpucourse.to_device(np.zeros(64, np.float32)))

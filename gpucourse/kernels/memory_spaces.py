@@ -8,8 +8,9 @@
   memory), and register spills forced with `max_registers`, read from the compiler's report.
 * Constant memory: a table read by every thread, the same word for a whole warp (broadcast) or
   `distinct` different words per warp, from constant memory, global memory or CUDA `__constant__`.
-* Shared memory: reads with a stride in 32-bit words (bank conflicts) and a tile read by
-  columns, with and without a padding column.
+* Shared memory: declared with a fixed size or a size given at launch (the book's array
+  reversal); reads with a stride in 32-bit words (bank conflicts) and a tile read by columns,
+  with and without a padding column.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from .. import mode
 from ..arrays import random_array, require_cupy
@@ -497,6 +498,49 @@ def cuda_c_table_reads(out, x, distinct: int, reads: int, threads_per_block: int
     n = out.shape[0]
     _constant_module().get_function("constant_table_c")((blocks,), (tpb,), (cupy.asarray(out), cupy.asarray(x), np.int32(distinct),
                                                                            np.int32(reads), np.int32(n)))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5a. Shared memory declared two ways (the book's array reversal, §3.3.3.1): a size fixed when the
+#     kernel is compiled (static), or a size given at each launch (dynamic: shape 0 in the kernel,
+#     the bytes as the launch's fourth parameter). One block reverses the array through the tile:
+#     thread t reads element n-1-t, which another thread wrote, so a barrier must separate them.
+
+#: Elements of the static tile (the book reverses 64 integers).
+REVERSE_STATIC = 64
+
+
+@cuda.jit
+def static_reverse_kernel(d):
+    tile = cuda.shared.array(REVERSE_STATIC, int32)  # the size is part of the compiled kernel
+    t = cuda.threadIdx.x
+    n = d.shape[0]
+    tile[t] = d[t]
+    cuda.syncthreads()  # every element is in the tile before any thread reads another's
+    d[t] = tile[n - t - 1]
+
+
+@cuda.jit
+def dynamic_reverse_kernel(d):
+    tile = cuda.shared.array(0, int32)  # shape 0: the launch says how many bytes
+    t = cuda.threadIdx.x
+    n = d.shape[0]
+    tile[t] = d[t]
+    cuda.syncthreads()
+    d[t] = tile[n - t - 1]
+
+
+@planned
+def reverse(d, dynamic: bool = False):
+    """Reverse the int32 device array `d` in place with one block, through static or dynamic shared memory."""
+    check_device_array(d, "d", dtype=np.int32, ndim=1)
+    n = d.shape[0]
+    if dynamic:
+        check_threads_per_block(n)  # one block: the array may hold at most a block's threads
+        return bind(dynamic_reverse_kernel, 1, n, d, shared_bytes=4 * n)
+    if n != REVERSE_STATIC:
+        raise ArrayArgumentError(f"the static kernel's tile holds {REVERSE_STATIC} elements; got {n}. Use dynamic=True for other sizes.")
+    return bind(static_reverse_kernel, 1, n, d)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,8 +27,6 @@ NOT_MEASURED = {
                                                                "course; the local-memory rows report Numba's kernels for this GPU",
     r"ch3_const_incr_.*": "ptxinfo of a CUDA Fortran increment with its constant in constant or device memory: Numba passes scalars "
                           "as kernel parameters (which live in constant memory), so there is no pair to compare",
-    r"ch3_smem_(staticreverse|dynamicreverse[123])_.*|ch3_smem_reverse_occupancy_K20": "the book's array-reversal kernels introducing "
-        "static and dynamic shared memory: chapter 3.3 teaches shared memory with the bank-conflict kernels instead (not yet in the course)",
     r"ch3_partitions_(C870|C1060)|ch3_partition_stride_C1060|ch3_partition_camping_C870_size": "partition camping on GPUs of compute "
         "capability 1.x; current GPUs hash addresses over partitions (the diagonal transpose rows show it no longer pays)",
     r"ch3_tab3_2_(and_or_xor|shift|iadd|imul|fp32_rcp)_cc[0-9]+|ch3_tab3_2_fp32_fma_cc(10|13|20|30)|ch3_tab3_2_fp64_fma_cc(13|20|30)":
@@ -165,7 +163,28 @@ def memory_rows(ctx: Context) -> list[Section]:
             here, note = None, f"not available here ({type(exc).__name__})"
         local.rows.append(Row(f"kernel with a {variant}ally indexed private array" if variant != "large" else "kernel with a large private array",
                               cells(*ids), here, note=note))
-    return [texture, local]
+    shared = Section("Static and dynamic shared memory: the book's array reversal (§3.3.3.1)")
+    reversal = {False: to_device(np.arange(ms.REVERSE_STATIC, dtype=np.int32)), True: to_device(np.arange(ms.REVERSE_STATIC, dtype=np.int32))}
+    for dynamic, kernel, ids in ((False, ms.static_reverse_kernel, ("ch3_smem_staticreverse_gputime_K20",)),
+                                 (True, ms.dynamic_reverse_kernel, ("ch3_smem_dynamicreverse1_gputime_K20", "ch3_smem_dynamicreverse2_gputime_K20",
+                                                                    "ch3_smem_dynamicreverse3_gputime_K20"))):
+        kind = "dynamic" if dynamic else "static"
+        timing = ctx.time(lambda d=reversal[dynamic], dy=dynamic: ms.reverse(d, dy))
+        shared.rows.append(Row(f"reverse {ms.REVERSE_STATIC} int32 with {kind} shared memory: GPU time", cells(*ids), 1e3 * timing.median_ms,
+                               "us", note="simulator time" if ctx.simulated else "one block: the time of a launch"))
+        regs_ids = ("ch3_smem_staticreverse_sm30_regs",) if not dynamic else (
+            "ch3_smem_dynamicreverse1_sm30_regs", "ch3_smem_dynamicreverse2_sm30_regs", "ch3_smem_dynamicreverse3_sm30_regs")
+        try:
+            usage = resource_usage(kernel)[0]
+            here, note = f"{usage.registers} registers, {usage.shared_bytes} bytes of static shared memory", ""
+        except (GPUOnlyFeature, IndexError) as exc:
+            here, note = None, f"not available here ({type(exc).__name__})"
+        extra = ("ch3_smem_staticreverse_sm30_smem", "ch3_smem_staticreverse_sm10_smem") if not dynamic else ()
+        shared.rows.append(Row(f"{kind} reversal kernel: compiler report", cells(*regs_ids, *extra), here, note=note))
+    occupancy = None if ctx.device.simulated else ms.REVERSE_STATIC / ctx.device.max_threads_per_multiprocessor
+    shared.rows.append(Row(f"occupancy of one block of {ms.REVERSE_STATIC} threads", cells("ch3_smem_reverse_occupancy_K20"),
+                           None if occupancy is None else round(occupancy, 3)))
+    return [texture, local, shared]
 
 
 def transpose_rows(ctx: Context) -> list[Section]:
