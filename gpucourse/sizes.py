@@ -32,8 +32,8 @@ SIZES: dict[str, Size] = {
     "threads_per_block": Size(gpu=256, simulator=64, unit="threads per block"),
     "fp_rate": Size(gpu=(1 << 22, 4096), simulator=(256, 8), unit="(elements, multiply-add steps per element)"),
     "fp_rate_check": Size(gpu=(1 << 16, 256), simulator=(256, 8), unit="(elements, steps) checked against NumPy"),
-    "exercise_1d": Size(gpu=(1 << 22) + 37, simulator=1000, unit="elements"),
-    "exercise_2d": Size(gpu=(2000, 3001), simulator=(21, 37), unit="(rows, columns)"),
+    "exercise_1d": Size(gpu=(1 << 25) + 37, simulator=1000, unit="elements (134 MB of float32 an array on a GPU: beyond any L2 cache)"),
+    "exercise_2d": Size(gpu=(6000, 6001), simulator=(21, 37), unit="(rows, columns); 144 MB of float32 on a GPU"),
     # --- Chapter 2: performance measurement and metrics ----------------------------------------
     # The book's limitingFactor uses 8 * 1024**2 floats; on a GPU we take 8x more, so that the two
     # arrays (512 MiB) are ten times an H100's 50 MiB L2 and repeated runs cannot live in it.
