@@ -52,7 +52,8 @@ SIZES: dict[str, Size] = {
     "ch2_graph_launches": Size(gpu=100, simulator=2, unit="launches recorded in the graph whose replay is timed"),
     "ch2_test": Size(gpu=1 << 21, simulator=320, unit="float32 elements of the unit tests (a multiple of 4; tests add odd tails)"),
     "ch2_test_steps": Size(gpu=8, simulator=2, unit="loop steps of the compute kernels in the unit tests"),
-    "ch2_exercise": Size(gpu=(1 << 22) + 37, simulator=1000 + 37, unit="elements (not a multiple of 4 or of a block)"),
+    "ch2_exercise": Size(gpu=(1 << 25) + 37, simulator=1000 + 37,
+                         unit="elements (not a multiple of 4 or of a block; 134 MB of float32 on a GPU, beyond any L2)"),
     # --- Chapter 3: optimization ---------------------------------------------------------------
     # Part A (transfers, coalescing, memory spaces, ufunc-style kernels). On a GPU every array that a
     # kernel streams through is at least 64 MiB, beyond an H100's 50 MiB L2.
@@ -84,7 +85,7 @@ SIZES: dict[str, Size] = {
     "ch3_test_elements": Size(gpu=(1 << 18) + 7, simulator=253, unit="elements in the tests (not a multiple of a block)"),
     "ch3_test_side": Size(gpu=300, simulator=16, unit="mesh points per side in the tests"),
     "ch3_test_async": Size(gpu=(1 << 24, 4), simulator=(512, 4), unit="(float32 elements, streams) in the tests"),
-    "ch3_exercise_2d": Size(gpu=(4096, 4099), simulator=(21, 37), unit="(rows, columns) of exercise 3.1"),
+    "ch3_exercise_2d": Size(gpu=(8192, 4099), simulator=(21, 37), unit="(rows, columns) of exercise 3.1 (134 MB of float32 on a GPU)"),
     "ch3_exercise_tiles": Size(gpu=1 << 19, simulator=64, unit="rows of 64 floats in exercise 3.3 (a multiple of 32)"),
     "ch3_exercise_async": Size(gpu=(1 << 24, 4), simulator=(256, 4), unit="(float32 elements, streams) of exercise 3.4"),
     # Part B (transpose, execution configuration, instructions). The book transposes 1024 x 1024; on a

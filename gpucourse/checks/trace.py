@@ -203,6 +203,8 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
         if not (self._device or simulated._kernel_context):
             grid, block = simulated.normalize_kernel_dimensions(self.grid_dim, self.block_dim)
             log.launches.append(Launch(getattr(self.fn, "__name__", "kernel"), tuple(grid), tuple(block)))
+            # Python numbers passed to a kernel are float64 and int64 there, as Numba types them
+            args = tuple(np.float64(a) if type(a) is float else np.int64(a) if type(a) is int else a for a in args)
         return original_call(self, *args)
 
     _Traced._log = log
