@@ -106,7 +106,7 @@ SIZES: dict[str, Size] = {
     "ch3_accuracy": Size(gpu=1 << 20, simulator=256, unit="float32 arguments per function"),
     "ch3_divergence": Size(gpu=(1 << 22, 32), simulator=(128, 2), unit="(float32 elements, sin or cos steps per element)"),
     "ch3_rounding": Size(gpu=(1 << 20, 100_000), simulator=(256, 100), unit="(operand pairs, values summed by one thread)"),
-    "ch3_exercise_transpose": Size(gpu=(1000, 1501), simulator=(20, 37), unit="(rows, columns), not multiples of 32"),
+    "ch3_exercise_transpose": Size(gpu=(6000, 6001), simulator=(20, 37), unit="(rows, columns), not multiples of 32 (144 MB on a GPU)"),
     "ch3_exercise_ilp": Size(gpu=(1 << 22) + 37, simulator=333, unit="float64 elements (not a multiple of a block)"),
     "ch3_exercise_divergence": Size(gpu=(1 << 22) + 37, simulator=201, unit="float32 elements (not a multiple of 64)"),
     # --- Chapter 6: finite differences ---------------------------------------------------------

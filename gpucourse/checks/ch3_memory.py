@@ -22,7 +22,7 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed
 from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_of
-from .runs import run_checked
+from .runs import race_repeats, run_checked
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
     Access,
     ReplayError,
@@ -134,7 +134,7 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     """Exercise 3.3: `wide_row_sums(out, x)` sums each row of x (shape (m, 64)) through shared memory, without bank conflicts or races."""
     rows = problem_size("ch3_exercise_tiles")
     x = random_array((rows, WIDE), np.float32, seed=33)
-    run = run_checked(wide_row_sums, (rows,), np.float32, to_device(x), repeats=3)
+    run = run_checked(wide_row_sums, (rows,), np.float32, to_device(x), repeats=race_repeats())
     expected = x.astype(np.float64).sum(axis=1).astype(np.float32)
     problems = run.problems + array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5)
     small = random_array((64, WIDE), np.float32, seed=34)

@@ -20,8 +20,12 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
     """A trace of `entry(*arguments)` and an empty note, or None and a note saying why it could not be traced."""
     try:
         return traced_run(entry, arguments, shared=shared), ""
+    except NotImplementedError:
+        raise
     except ReplayError as exc:
         return None, f" (its memory accesses could not be traced: {exc})"
+    except Exception as exc:  # noqa: BLE001 - the run on small data failed: the values already tell what is wrong
+        return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {str(exc)[:200]})"
 
 
 def float64_problems(trace: Trace | None) -> list[str]:

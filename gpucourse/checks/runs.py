@@ -29,6 +29,11 @@ from .launches import (
 from .trace import poisoned_shared_memory
 
 
+def race_repeats() -> int:
+    """How many times a shared-memory exercise runs: 3 on a GPU, 2 in the simulator (its threads interleave differently each run)."""
+    return 3 if mode.on_gpu() else 2
+
+
 @dataclass
 class Run:
     """What `run_checked` saw: the output (interior), the problems in words, the launches and the guard used."""

@@ -431,6 +431,28 @@ def _typed_constants(code: types.CodeType) -> types.CodeType:
     return code.replace(co_consts=tuple(constants))
 
 
+class _TypedMath:
+    """`math` as a compiled kernel types it: sin(float32) is float32, sin(float64) or sin(int) float64, math.pi float64."""
+
+    def __getattr__(self, name: str):
+        import math
+
+        value = getattr(math, name)
+        if isinstance(value, float):
+            return np.float64(value)
+        if not callable(value):
+            return value
+
+        def typed(*args):
+            result = value(*args)
+            if not isinstance(result, float):
+                return result
+            single = all(isinstance(a, np.float32) for a in args)
+            return np.float32(result) if single else np.float64(result)
+
+        return typed
+
+
 def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = None):
     """Make the described launcher again, in a fresh namespace, its kernels compiled anew; return it."""
     from numba import cuda
@@ -442,6 +464,8 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
     def materialize(description: tuple):
         kind = description[0]
         if kind == "module":
+            if typed_constants and description[1] == "math":
+                return _TypedMath()
             return importlib.import_module(description[1])
         if kind == "import":
             target = importlib.import_module(description[1])
