@@ -87,6 +87,7 @@ SIZES: dict[str, Size] = {
     "ch3_test_async": Size(gpu=(1 << 24, 4), simulator=(512, 4), unit="(float32 elements, streams) in the tests"),
     "ch3_exercise_2d": Size(gpu=(8192, 4099), simulator=(21, 37), unit="(rows, columns) of exercise 3.1 (134 MB of float32 on a GPU)"),
     "ch3_exercise_tiles": Size(gpu=1 << 19, simulator=64, unit="rows of 64 floats in exercise 3.3 (a multiple of 32)"),
+    "ch3_exercise_block_sums": Size(gpu=(1 << 25) + 37, simulator=300 + 37, unit="float32 elements summed block by block in exercise 3.7"),
     "ch3_exercise_async": Size(gpu=(1 << 24, 4), simulator=(256, 4), unit="(float32 elements, streams) of exercise 3.4"),
     # Part B (transpose, execution configuration, instructions). The book transposes 1024 x 1024; on a
     # GPU we take 8192 x 8192 float32 (256 MiB a matrix, five times an H100's L2). In the simulator
@@ -133,6 +134,7 @@ SIZES: dict[str, Size] = {
     "ch6_heat_block": Size(gpu=(32, 8), simulator=(8, 8), unit="(x, y) threads per block of the global-memory heat step"),
     "ch6_heat_tile": Size(gpu=32, simulator=10, unit="threads per side of a temporal-blocking block (p)"),
     "ch6_exercise_shape": Size(gpu=(40, 48, 36), simulator=(10, 9, 11), unit="(nz, ny, nx) of the exercise checks, no axis a power of two"),
+    "ch6_exercise_laplace": Size(gpu=(6000, 6002), simulator=(10, 34), unit="(ny, nx) mesh of the Jacobi-sweep exercise (144 MB on a GPU)"),
     "ch6_exercise_heat": Size(gpu=(500, 700), simulator=(11, 13), unit="(ny, nx) mesh of the two-step heat exercise"),
     "ch6_heat_run": Size(gpu=((4096, 4096), 2000), simulator=((11, 13), 8), unit="((ny, nx), time steps) of the end-to-end run"),
     "ch6_laplace_run": Size(gpu=((4096, 4096), 1000, 10), simulator=((10, 12), 8, 4),

@@ -371,3 +371,76 @@ def test_what_cannot_travel_is_named():
 
     with pytest.raises(ch3_memory.ReplayError, match="lock"):
         ch3_memory.replayed_trace(uses_a_lock, [("traced", "out", np.zeros((8, 8), np.float32))], shared=False)
+
+
+# --- Exercise 3.7 ------------------------------------------------------------------------------
+
+
+@cuda.jit
+def block_sums_kernel(partial, x, first_barrier, loop_barrier, zero_tail):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.size:
+        tile[t] = x[i]
+    elif zero_tail:
+        tile[t] = float32(0)
+    if first_barrier:
+        cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        if loop_barrier:
+            cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def block_sums_float64(partial, x):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i] * 1.0 if i < x.size else 0.0  # float64 on the way in
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+def block_sums_with(first_barrier=True, loop_barrier=True, zero_tail=True):
+    def block_sums(partial, x, threads_per_block):
+        blocks = -(-x.shape[0] // threads_per_block)
+        block_sums_kernel[blocks, threads_per_block, 0, 4 * threads_per_block](partial, x, first_barrier, loop_barrier, zero_tail)
+    return block_sums
+
+
+def block_sums_double(partial, x, threads_per_block):
+    block_sums_float64[-(-x.shape[0] // threads_per_block), threads_per_block, 0, 4 * threads_per_block](partial, x)
+
+
+def test_block_sums_reference_is_the_tree():
+    x = gpucourse.random_array(300, np.float32, seed=3)
+    sums = ch3_memory.block_sums_reference(x, 64)
+    assert sums.shape == (5,) and sums.dtype == np.float32
+    np.testing.assert_allclose(sums, [x[k * 64:(k + 1) * 64].sum(dtype=np.float64) for k in range(5)], rtol=1e-5)
+
+
+def test_block_sums(capsys):
+    ch3_memory.check_block_sums(block_sums_with())
+    assert "\u2705 Exercise 3.7" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="race on shared memory.*A barrier is missing"):
+        ch3_memory.check_block_sums(block_sums_with(first_barrier=False))
+    with pytest.raises(CheckFailed, match="race on shared memory"):
+        ch3_memory.check_block_sums(block_sums_with(loop_barrier=False))
+    with pytest.raises(CheckFailed, match="only the last block's sum is wrong.*put 0"):
+        ch3_memory.check_block_sums(block_sums_with(zero_tail=False))  # the last block adds poison (or garbage on a GPU)
+    with pytest.raises(CheckFailed, match="float64"):
+        ch3_memory.check_block_sums(block_sums_double)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float32
 
 from .. import mode
 from ..arrays import random_array, to_device, to_host
@@ -230,3 +230,83 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
               "pass stream= to every copy and launch, and do not synchronize inside the function."], "Exercise 3.4")
     passed(f"Exercise 3.4: overlapped is right, bit for bit, and {speedup:.2f}x faster than the sequential version "
            f"({mine.median_ms:.3f} ms against {sequential.median_ms:.3f} ms).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3.7: one sum per block, through a shared-memory tree
+
+
+def block_sums_reference(x: np.ndarray, threads_per_block: int) -> np.ndarray:
+    """The float32 tree of notebook 3.7 in NumPy, step for step: partial sums bit for bit as a GPU makes them."""
+    blocks = -(-x.size // threads_per_block)
+    values = np.zeros(blocks * threads_per_block, np.float32)
+    values[:x.size] = x
+    values = values.reshape(blocks, threads_per_block)
+    step = threads_per_block // 2
+    while step > 0:
+        values[:, :step] = values[:, :step] + values[:, step:2 * step]
+        step //= 2
+    return values[:, 0].copy()
+
+
+@cuda.jit
+def _block_sums_reference_kernel(partial, x):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+def check_block_sums(block_sums: Callable[..., object]) -> None:
+    """Exercise 3.7: `block_sums(partial, x, threads_per_block)` writes each block's sum of x, by a shared-memory tree, race-free."""
+    n = problem_size("ch3_exercise_block_sums")
+    x = random_array(n, np.float32, seed=37)
+    x_device = to_device(x)
+    problems: list[str] = []
+    for threads in (256, 64):  # multi-warp blocks of two sizes: the same kernel must serve both
+        blocks = -(-n // threads)
+        run = run_checked(lambda partial, data, t=threads: block_sums(partial, data, t), (blocks,), np.float32, x_device,
+                          repeats=race_repeats())
+        found = run.problems + array_problems(run.got, block_sums_reference(x, threads), what=f"partial ({threads} threads per block)",
+                                              rtol=0.0, coverage_hint="One block per 'threads_per_block' elements, rounded up; "
+                                                                      "thread 0 of each block writes partial[cuda.blockIdx.x].")
+        want = block_sums_reference(x, threads)
+        if found and run.got.shape == (blocks,) and n % threads and np.array_equal(run.got[:-1], want[:-1]):
+            found.append("only the last block's sum is wrong: its threads past the end of x must put 0 into the tile, or the tree "
+                         "adds whatever the tile held before.")
+        elif found and run.got.shape == (blocks,) and np.allclose(run.got, want, rtol=1e-5, atol=1e-5):
+            found.append("the sums are close but not bit for bit the tree's: add in the tree's order, tile[t] += tile[t + step] with "
+                         "step = blockDim.x // 2, then halved.")
+        problems += found
+        if found:
+            break
+    small = 150
+    arguments = [("traced", "partial", np.zeros(-(-small // 64), np.float32)), ("traced", "x", random_array(small, np.float32, seed=38)),
+                 ("value", "threads_per_block", 64)]
+    trace, note = trace_of(block_sums, arguments, shared=True)
+    race = race_problem(trace) if trace is not None else None
+    if race:
+        fail([race] + problems, "Exercise 3.7")
+    fail(problems, "Exercise 3.7")
+    checked, racecheck_note = racecheck_problems(block_sums, arguments)
+    problems += checked
+    problems += float64_problems(trace)
+    fail(problems, "Exercise 3.7")
+    threads = 256
+    partial = to_device(np.zeros(-(-n // threads), np.float32))
+    slow, speed = speed_verdict("Exercise 3.7", "block_sums", lambda: block_sums(partial, x_device, threads),
+                                lambda: _block_sums_reference_kernel[-(-n // threads), threads, 0, 4 * threads](partial, x_device),
+                                4 * n, 4 * n, "Does each thread read its element once, coalesced, and does the tree halve the active threads?")
+    fail(slow, "Exercise 3.7")
+    passed(f"Exercise 3.7: block_sums gives the tree's sums bit for bit with 256 and 64 threads per block, with no race"
+           f"{racecheck_note}{speed}{note}.")
+    speed_note("Exercise 3.7", "block_sums")

@@ -185,8 +185,9 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
         if poison_shared and hasattr(thread, "blockIdx"):
             with poison_lock:  # the first thread of each block to declare it poisons it (the simulator reuses one array)
                 block = tuple(thread.blockIdx)
-                if poisoned_for.get(id(array)) != block:
-                    poisoned_for[id(array)] = block
+                address = array.__array_interface__["data"][0]  # dynamic shared memory is a new view at each call
+                if poisoned_for.get(address) != block:
+                    poisoned_for[address] = block
                     poison_fill(array)
         if not shared:
             return array
@@ -203,10 +204,15 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
         if not (self._device or simulated._kernel_context):
             grid, block = simulated.normalize_kernel_dimensions(self.grid_dim, self.block_dim)
             log.launches.append(Launch(getattr(self.fn, "__name__", "kernel"), tuple(grid), tuple(block)))
+            poisoned_for.clear()  # a new launch allocates its shared arrays anew
             # Python numbers passed to a kernel are float64 and int64 there, as Numba types them
             args = tuple(np.float64(a) if type(a) is float else np.int64(a) if type(a) is int else a for a in args)
         return original_call(self, *args)
 
+    from ..simulation import SIMULATOR_SWITCH_INTERVAL
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, SIMULATOR_SWITCH_INTERVAL))  # threads waiting at barriers: switch often
     _Traced._log = log
     kernelapi.FakeCUDAShared.array = traced_shared
     simulated.BlockThread.syncthreads = counted_sync
@@ -214,6 +220,7 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
     try:
         yield log
     finally:
+        sys.setswitchinterval(interval)
         _Traced._log = None
         kernelapi.FakeCUDAShared.array = original_array
         simulated.BlockThread.syncthreads = original_sync
