@@ -267,7 +267,7 @@ def _block_sums_reference_kernel(partial, x):
 
 
 def check_block_sums(block_sums: Callable[..., object]) -> None:
-    """Exercise 3.7: `block_sums(partial, x, threads_per_block)` writes each block's sum of x, by a shared-memory tree, race-free."""
+    """Exercise 3.7.1: `block_sums(partial, x, threads_per_block)` writes each block's sum of x, by a shared-memory tree, race-free."""
     n = problem_size("ch3_exercise_block_sums")
     x = random_array(n, np.float32, seed=37)
     x_device = to_device(x)
@@ -295,18 +295,18 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
     trace, note = trace_of(block_sums, arguments, shared=True)
     race = race_problem(trace) if trace is not None else None
     if race:
-        fail([race] + problems, "Exercise 3.7")
-    fail(problems, "Exercise 3.7")
+        fail([race] + problems, "Exercise 3.7.1")
+    fail(problems, "Exercise 3.7.1")
     checked, racecheck_note = racecheck_problems(block_sums, arguments)
     problems += checked
     problems += float64_problems(trace)
-    fail(problems, "Exercise 3.7")
+    fail(problems, "Exercise 3.7.1")
     threads = 256
     partial = to_device(np.zeros(-(-n // threads), np.float32))
-    slow, speed = speed_verdict("Exercise 3.7", "block_sums", lambda: block_sums(partial, x_device, threads),
+    slow, speed = speed_verdict("Exercise 3.7.1", "block_sums", lambda: block_sums(partial, x_device, threads),
                                 lambda: _block_sums_reference_kernel[-(-n // threads), threads, 0, 4 * threads](partial, x_device),
                                 4 * n, 4 * n, "Does each thread read its element once, coalesced, and does the tree halve the active threads?")
-    fail(slow, "Exercise 3.7")
-    passed(f"Exercise 3.7: block_sums gives the tree's sums bit for bit with 256 and 64 threads per block, with no race"
+    fail(slow, "Exercise 3.7.1")
+    passed(f"Exercise 3.7.1: block_sums gives the tree's sums bit for bit with 256 and 64 threads per block, with no race"
            f"{racecheck_note}{speed}{note}.")
-    speed_note("Exercise 3.7", "block_sums")
+    speed_note("Exercise 3.7.1", "block_sums")
