@@ -271,7 +271,10 @@ def jacobi_global_swapped(a, a_new, edge, corner):
                        + corner * (((a[j - 1, i - 1] + a[j - 1, i + 1]) + a[j + 1, i - 1]) + a[j + 1, i + 1]))
 
 
-def sweep(barrier=True, halo=True, weights=(np.float32(0.2), np.float32(0.05))):
+WEIGHTS32 = (np.float32(0.2), np.float32(0.05))
+
+
+def sweep(barrier=True, halo=True, weights=WEIGHTS32):
     def jacobi_sweep(a, a_new):
         ny, nx = a.shape
         jacobi_tile[(math.ceil(nx / BX), math.ceil(ny / BY)), (BX, BY)](a, a_new, weights[0], weights[1], barrier, halo)
