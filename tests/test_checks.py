@@ -149,7 +149,9 @@ def test_check_sizes_come_from_the_table():
 def add_float64(out, x, y):
     i = cuda.grid(1)
     if i < out.size:
-        out[i] = x[i] + y[i] * 1.0  # 1.0 is a float64 literal: the sum is computed in float64
+        # a float64 literal: the product is computed in float64 and rounded back (to the same float32: the values stay right).
+        # (A literal a float32 holds exactly, such as 2.0, the compiler may narrow back to float32: this one it cannot.)
+        out[i] = (x[i] + y[i]) * 1.0000000001
 
 
 @cuda.jit
@@ -211,7 +213,7 @@ def scale_rows_uncoalesced(out, matrix, factors):
 def scale_rows_double(out, matrix, factors):
     col, row = cuda.grid(2)
     if row < out.shape[0] and col < out.shape[1]:
-        out[row, col] = matrix[row, col] * (factors[row] * 2.0) / 2  # float64 on the way
+        out[row, col] = (matrix[row, col] * factors[row]) * 1.0000000001  # float64 on the way, rounded back to the same float32
 
 
 @cuda.jit

@@ -177,10 +177,10 @@ def copy_four_float64(out, inp):
     held = cuda.local.array(4, float32)
     for k in range(4):
         if start + k * step < out.size:
-            held[k] = inp[start + k * step] * 1.0  # through float64 and back
+            held[k] = inp[start + k * step]
     for k in range(4):
         if start + k * step < out.size:
-            out[start + k * step] = held[k] * 1.0
+            out[start + k * step] = held[k] * 1.0000000001  # through float64 and back (to the same float32)
 
 
 @cuda.jit

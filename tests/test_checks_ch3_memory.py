@@ -238,7 +238,10 @@ def wide_half(out, x):
 
 def test_wide_row_sums(capsys):
     ch3_memory.check_wide_row_sums(wide_padded)
-    assert "1.0 pass(es)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1.0 pass(es)" in out
+    if mode.on_gpu():
+        assert "compute-sanitizer's racecheck found no hazard" in out
     with pytest.raises(CheckFailed, match="passes per request"):
         ch3_memory.check_wide_row_sums(wide_conflicted)
     with pytest.raises(CheckFailed, match="wrong values"):
@@ -403,7 +406,7 @@ def block_sums_float64(partial, x):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
     i = cuda.grid(1)
-    tile[t] = x[i] * 1.0 if i < x.size else 0.0  # float64 on the way in
+    tile[t] = x[i] * 1.0000000001 if i < x.size else 0.0  # float64 on the way in (rounded back to the same float32)
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -444,3 +447,20 @@ def test_block_sums(capsys):
         ch3_memory.check_block_sums(block_sums_with(zero_tail=False))  # the last block adds poison (or garbage on a GPU)
     with pytest.raises(CheckFailed, match="float64"):
         ch3_memory.check_block_sums(block_sums_double)
+
+
+def test_racecheck_names_a_missing_barrier_on_a_gpu():
+    """compute-sanitizer's racecheck through gpucourse: the helper every shared-memory check uses on a GPU."""
+    from gpucourse.checks import sanitizer
+
+    arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", np.ones((64, WIDE), np.float32))]
+    if mode.is_simulator():
+        with pytest.raises(RuntimeError, match="needs a GPU"):
+            sanitizer.racecheck(wide_no_barrier, arguments)
+        assert not sanitizer.racecheck_available()
+        return
+    assert sanitizer.racecheck_available(), "put the CUDA toolkit's bin folder (compute-sanitizer) on the PATH"
+    report = sanitizer.racecheck(wide_no_barrier, arguments)
+    assert report.errors > 0, report.output[-2000:]
+    assert "syncthreads" in report.describe()
+    assert sanitizer.racecheck(wide_padded, arguments).errors == 0
