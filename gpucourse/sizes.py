@@ -32,8 +32,8 @@ SIZES: dict[str, Size] = {
     "threads_per_block": Size(gpu=256, simulator=64, unit="threads per block"),
     "fp_rate": Size(gpu=(1 << 22, 4096), simulator=(256, 8), unit="(elements, multiply-add steps per element)"),
     "fp_rate_check": Size(gpu=(1 << 16, 256), simulator=(256, 8), unit="(elements, steps) checked against NumPy"),
-    "exercise_1d": Size(gpu=(1 << 22) + 37, simulator=1000, unit="elements"),
-    "exercise_2d": Size(gpu=(2000, 3001), simulator=(21, 37), unit="(rows, columns)"),
+    "exercise_1d": Size(gpu=(1 << 25) + 37, simulator=1000, unit="elements (134 MB of float32 an array on a GPU: beyond any L2 cache)"),
+    "exercise_2d": Size(gpu=(6000, 6001), simulator=(21, 37), unit="(rows, columns); 144 MB of float32 on a GPU"),
     # --- Chapter 2: performance measurement and metrics ----------------------------------------
     # The book's limitingFactor uses 8 * 1024**2 floats; on a GPU we take 8x more, so that the two
     # arrays (512 MiB) are ten times an H100's 50 MiB L2 and repeated runs cannot live in it.
@@ -52,7 +52,8 @@ SIZES: dict[str, Size] = {
     "ch2_graph_launches": Size(gpu=100, simulator=2, unit="launches recorded in the graph whose replay is timed"),
     "ch2_test": Size(gpu=1 << 21, simulator=320, unit="float32 elements of the unit tests (a multiple of 4; tests add odd tails)"),
     "ch2_test_steps": Size(gpu=8, simulator=2, unit="loop steps of the compute kernels in the unit tests"),
-    "ch2_exercise": Size(gpu=(1 << 22) + 37, simulator=1000 + 37, unit="elements (not a multiple of 4 or of a block)"),
+    "ch2_exercise": Size(gpu=(1 << 25) + 37, simulator=1000 + 37,
+                         unit="elements (not a multiple of 4 or of a block; 134 MB of float32 on a GPU, beyond any L2)"),
     # --- Chapter 3: optimization ---------------------------------------------------------------
     # Part A (transfers, coalescing, memory spaces, ufunc-style kernels). On a GPU every array that a
     # kernel streams through is at least 64 MiB, beyond an H100's 50 MiB L2.
@@ -84,8 +85,9 @@ SIZES: dict[str, Size] = {
     "ch3_test_elements": Size(gpu=(1 << 18) + 7, simulator=253, unit="elements in the tests (not a multiple of a block)"),
     "ch3_test_side": Size(gpu=300, simulator=16, unit="mesh points per side in the tests"),
     "ch3_test_async": Size(gpu=(1 << 24, 4), simulator=(512, 4), unit="(float32 elements, streams) in the tests"),
-    "ch3_exercise_2d": Size(gpu=(4096, 4099), simulator=(21, 37), unit="(rows, columns) of exercise 3.1"),
+    "ch3_exercise_2d": Size(gpu=(8192, 4099), simulator=(21, 37), unit="(rows, columns) of exercise 3.1 (134 MB of float32 on a GPU)"),
     "ch3_exercise_tiles": Size(gpu=1 << 19, simulator=64, unit="rows of 64 floats in exercise 3.3 (a multiple of 32)"),
+    "ch3_exercise_block_sums": Size(gpu=(1 << 25) + 37, simulator=300 + 37, unit="float32 elements summed block by block in exercise 3.7"),
     "ch3_exercise_async": Size(gpu=(1 << 24, 4), simulator=(256, 4), unit="(float32 elements, streams) of exercise 3.4"),
     # Part B (transpose, execution configuration, instructions). The book transposes 1024 x 1024; on a
     # GPU we take 8192 x 8192 float32 (256 MiB a matrix, five times an H100's L2). In the simulator
@@ -105,7 +107,7 @@ SIZES: dict[str, Size] = {
     "ch3_accuracy": Size(gpu=1 << 20, simulator=256, unit="float32 arguments per function"),
     "ch3_divergence": Size(gpu=(1 << 22, 32), simulator=(128, 2), unit="(float32 elements, sin or cos steps per element)"),
     "ch3_rounding": Size(gpu=(1 << 20, 100_000), simulator=(256, 100), unit="(operand pairs, values summed by one thread)"),
-    "ch3_exercise_transpose": Size(gpu=(1000, 1501), simulator=(20, 37), unit="(rows, columns), not multiples of 32"),
+    "ch3_exercise_transpose": Size(gpu=(6000, 6001), simulator=(20, 37), unit="(rows, columns), not multiples of 32 (144 MB on a GPU)"),
     "ch3_exercise_ilp": Size(gpu=(1 << 22) + 37, simulator=333, unit="float64 elements (not a multiple of a block)"),
     "ch3_exercise_divergence": Size(gpu=(1 << 22) + 37, simulator=201, unit="float32 elements (not a multiple of 64)"),
     # --- Chapter 6: finite differences ---------------------------------------------------------
@@ -132,6 +134,7 @@ SIZES: dict[str, Size] = {
     "ch6_heat_block": Size(gpu=(32, 8), simulator=(8, 8), unit="(x, y) threads per block of the global-memory heat step"),
     "ch6_heat_tile": Size(gpu=32, simulator=10, unit="threads per side of a temporal-blocking block (p)"),
     "ch6_exercise_shape": Size(gpu=(40, 48, 36), simulator=(10, 9, 11), unit="(nz, ny, nx) of the exercise checks, no axis a power of two"),
+    "ch6_exercise_laplace": Size(gpu=(6000, 6002), simulator=(10, 34), unit="(ny, nx) mesh of the Jacobi-sweep exercise (144 MB on a GPU)"),
     "ch6_exercise_heat": Size(gpu=(500, 700), simulator=(11, 13), unit="(ny, nx) mesh of the two-step heat exercise"),
     "ch6_heat_run": Size(gpu=((4096, 4096), 2000), simulator=((11, 13), 8), unit="((ny, nx), time steps) of the end-to-end run"),
     "ch6_laplace_run": Size(gpu=((4096, 4096), 1000, 10), simulator=((10, 12), 8, 4),

@@ -140,3 +140,122 @@ def test_launch_config():
 
 def test_check_sizes_come_from_the_table():
     assert gpucourse.problem_size("exercise_1d") % 64 != 0  # not a multiple of any block size
+
+
+# --- What the values do not show: float64, coalescing, repeated work, speed ---------------------------
+
+
+@cuda.jit
+def add_float64(out, x, y):
+    i = cuda.grid(1)
+    if i < out.size:
+        # a float64 literal: the product is computed in float64 and rounded back (to the same float32: the values stay right).
+        # (A literal a float32 holds exactly, such as 2.0, the compiler may narrow back to float32: this one it cannot.)
+        out[i] = (x[i] + y[i]) * 1.0000000001
+
+
+@cuda.jit
+def add_transposed_threads(out, x, y):
+    i = cuda.threadIdx.x * cuda.gridDim.x + cuda.blockIdx.x  # neighbouring threads take elements gridDim.x apart
+    if i < out.size:
+        out[i] = x[i] + y[i]
+
+
+def add_three_times(out, x, y):
+    blocks = -(-out.shape[0] // 64)
+    for _ in range(3):  # the right values, three times the work
+        add_right[blocks, 64](out, x, y)
+
+
+def test_add_arrays_float64_is_named():
+    with pytest.raises(CheckFailed, match="float64.*float32"):
+        ch1.check_add_arrays(launch(add_float64))
+
+
+def test_add_arrays_uncoalesced_is_named():
+    with pytest.raises(CheckFailed, match="reads of x are not coalesced.*cuda.grid"):
+        ch1.check_add_arrays(launch(add_transposed_threads))
+
+
+def test_add_arrays_extra_work_is_judged_by_its_speed(capsys):
+    if gpucourse.is_simulator():  # a timing: the simulator says it judges it only on a GPU
+        ch1.check_add_arrays(add_three_times)
+        out = capsys.readouterr().out
+        assert "\u2705 Exercise 1.1" in out and "\u23f1 Exercise 1.1: the speed of your add_arrays is judged only on a GPU" in out
+        return
+    with pytest.raises(CheckFailed, match=r"right but slow: it reaches \d+% of the copy ceiling"):
+        ch1.check_add_arrays(add_three_times)
+
+
+def test_add_arrays_speed_is_reported_on_a_gpu(capsys):
+    ch1.check_add_arrays(launch(add_right))
+    out = capsys.readouterr().out
+    if gpucourse.is_simulator():
+        assert "judged only on a GPU" in out
+        return
+    fractions = [int(f) for f in __import__("re").findall(r"= (\d+)% of the measured device-to-device copy", out)]
+    assert fractions and all(f <= 100 for f in fractions)
+
+
+@cuda.jit
+def scale_rows_x_on_rows(out, matrix, factors):
+    row, col = cuda.grid(2)  # x walks the rows: a warp's reads are a whole row apart
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = matrix[row, col] * factors[row]
+
+
+def scale_rows_uncoalesced(out, matrix, factors):
+    rows, cols = out.shape
+    scale_rows_x_on_rows[(-(-rows // 16), -(-cols // 8)), (16, 8)](out, matrix, factors)
+
+
+@cuda.jit
+def scale_rows_double(out, matrix, factors):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = (matrix[row, col] * factors[row]) * 1.0000000001  # float64 on the way, rounded back to the same float32
+
+
+@cuda.jit
+def scale_rows_unguarded(out, matrix, factors):
+    col, row = cuda.grid(2)
+    out[row, col] = matrix[row % matrix.shape[0], col % matrix.shape[1]] * factors[row % matrix.shape[0]]
+
+
+def test_scale_rows_mistakes_are_named():
+    with pytest.raises(CheckFailed, match="reads of matrix are not coalesced.*walk the columns"):
+        ch1.check_scale_rows(scale_rows_uncoalesced)
+    with pytest.raises(CheckFailed, match="float64"):
+        ch1.check_scale_rows(launch_2d(scale_rows_double))
+    with pytest.raises(CheckFailed, match="outside"):
+        ch1.check_scale_rows(launch_2d(scale_rows_unguarded))
+
+
+@cuda.jit
+def fill_block_stride(out):
+    for i in range(cuda.grid(1), out.size, cuda.blockDim.x):  # steps by one block: every element written gridDim.x times
+        out[i] = 3 * i + 1
+
+
+@cuda.jit
+def fill_blocks_stride(out):
+    for i in range(cuda.grid(1), out.size, cuda.gridDim.x):
+        out[i] = 3 * i + 1
+
+
+@cuda.jit
+def fill_chunks(out):
+    threads = cuda.gridsize(1)
+    chunk = (out.size + threads - 1) // threads
+    start = cuda.grid(1) * chunk  # each thread a contiguous chunk: a warp's writes are `chunk` elements apart
+    for i in range(start, min(start + chunk, out.size)):
+        out[i] = 3 * i + 1
+
+
+def test_fill_grid_stride_mistakes_are_named():
+    with pytest.raises(CheckFailed, match="written by several threads.*cuda.gridsize"):
+        ch1.check_fill_grid_stride(fill_block_stride)
+    with pytest.raises(CheckFailed, match="written by several threads"):
+        ch1.check_fill_grid_stride(fill_blocks_stride)
+    with pytest.raises(CheckFailed, match="writes to out are not coalesced"):
+        ch1.check_fill_grid_stride(fill_chunks)

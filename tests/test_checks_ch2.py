@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from numba import cuda
+from numba import cuda, float32
 
 import gpucourse
 from gpucourse.checks import CheckFailed, ch2
@@ -139,10 +139,48 @@ def test_classification_cases_cover_every_label_and_avoid_the_edges(seed):
 @cuda.jit
 def copy_four_kernel(out, inp):
     start = cuda.blockIdx.x * cuda.blockDim.x * 4 + cuda.threadIdx.x
+    step = cuda.blockDim.x
+    if start + 3 * step < out.size:  # four loads in flight, then four stores
+        a, b, c, d = inp[start], inp[start + step], inp[start + 2 * step], inp[start + 3 * step]
+        out[start], out[start + step], out[start + 2 * step], out[start + 3 * step] = a, b, c, d
+    else:
+        for k in range(4):
+            j = start + k * step
+            if j < out.size:
+                out[j] = inp[j]
+
+
+@cuda.jit
+def copy_four_interleaved(out, inp):
+    start = cuda.blockIdx.x * cuda.blockDim.x * 4 + cuda.threadIdx.x
     for k in range(4):
         j = start + k * cuda.blockDim.x
         if j < out.size:
+            out[j] = inp[j]  # each store right after its load: one load in flight
+
+
+@cuda.jit
+def copy_four_neighbours(out, inp):
+    start = cuda.grid(1) * 4  # four neighbours per thread: a warp's loads are 16 bytes apart
+    if start + 3 < out.size:
+        a, b, c, d = inp[start], inp[start + 1], inp[start + 2], inp[start + 3]
+        out[start], out[start + 1], out[start + 2], out[start + 3] = a, b, c, d
+    else:
+        for j in range(start, min(start + 4, out.size)):
             out[j] = inp[j]
+
+
+@cuda.jit
+def copy_four_float64(out, inp):
+    start = cuda.blockIdx.x * cuda.blockDim.x * 4 + cuda.threadIdx.x
+    step = cuda.blockDim.x
+    held = cuda.local.array(4, float32)
+    for k in range(4):
+        if start + k * step < out.size:
+            held[k] = inp[start + k * step]
+    for k in range(4):
+        if start + k * step < out.size:
+            out[start + k * step] = held[k] * 1.0000000001  # through float64 and back (to the same float32)
 
 
 @cuda.jit
@@ -156,7 +194,7 @@ def copy_four_unguarded(out, inp):
 
 def launch_four(kernel, round_up=True):
     def run(out, inp):
-        n, tpb = out.shape[0], 32
+        n, tpb = out.shape[0], 256
         blocks = -(-n // (4 * tpb)) if round_up else max(1, n // (4 * tpb))
         kernel[blocks, tpb](out, inp)
 
@@ -176,6 +214,15 @@ def test_copy_four_mistakes_are_named():
         ch2.check_copy_four(launch_four(copy_four_unguarded))
     with pytest.raises(CheckFailed, match="wrong values"):
         ch2.check_copy_four(lambda out, inp: metrics.intensity(out, inp, 1, 32))
+
+
+def test_copy_four_performance_mistakes_are_named():
+    with pytest.raises(CheckFailed, match="after only 1 load.*Load all four values first"):
+        ch2.check_copy_four(launch_four(copy_four_interleaved))
+    with pytest.raises(CheckFailed, match="reads of inp are not coalesced.*start \\+ t \\+ blockDim"):
+        ch2.check_copy_four(launch_four(copy_four_neighbours))
+    with pytest.raises(CheckFailed, match="float64"):
+        ch2.check_copy_four(launch_four(copy_four_float64))
 
 
 def test_an_unfinished_exercise_shows_its_hint():

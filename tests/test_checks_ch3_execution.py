@@ -103,6 +103,70 @@ def copy_not_transpose(out, inp):
             out[x, y + j] = tile[ty + j, tx] + 1  # wrong values
 
 
+@cuda.jit
+def transpose_no_barrier(out, inp):
+    tile = cuda.shared.array(PADDED, float32)
+    rows, cols = inp.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE_DIM + tx
+    y = cuda.blockIdx.y * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < cols and y + j < rows:
+            tile[ty + j, tx] = inp[y + j, x]
+    # no cuda.syncthreads(): the 8 warps read tile columns other warps are still writing
+    x = cuda.blockIdx.y * TILE_DIM + tx
+    y = cuda.blockIdx.x * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < rows and y + j < cols:
+            out[y + j, x] = tile[tx, ty + j]
+
+
+@cuda.jit
+def transpose_strided_writes(out, inp):
+    tile = cuda.shared.array(PADDED, float32)
+    rows, cols = inp.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE_DIM + tx
+    y = cuda.blockIdx.y * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < cols and y + j < rows:
+            tile[ty + j, tx] = inp[y + j, x]
+    cuda.syncthreads()
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < cols and y + j < rows:
+            out[x, y + j] = tile[ty + j, tx]  # staged, but threadIdx.x walks out's rows: a stride of rows elements
+
+
+TWO_PADDED = (TILE_DIM, TILE_DIM + 2)
+
+
+@cuda.jit
+def transpose_padded_by_two(out, inp):
+    tile = cuda.shared.array(TWO_PADDED, float32)
+    rows, cols = inp.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE_DIM + tx
+    y = cuda.blockIdx.y * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < cols and y + j < rows:
+            tile[ty + j, tx] = inp[y + j, x]
+    cuda.syncthreads()
+    x = cuda.blockIdx.y * TILE_DIM + tx
+    y = cuda.blockIdx.x * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < rows and y + j < cols:
+            out[y + j, x] = tile[tx, ty + j]
+
+
+def test_transpose_races_strides_and_two_way_conflicts_are_named():
+    with pytest.raises(CheckFailed, match="race on shared memory.*A barrier is missing after line"):
+        ch3_execution.check_no_bank_conflicts(transpose_no_barrier)
+    with pytest.raises(CheckFailed, match="writes to out are not coalesced"):
+        ch3_execution.check_no_bank_conflicts(transpose_strided_writes)
+    with pytest.raises(CheckFailed, match="2-way bank conflict"):
+        ch3_execution.check_no_bank_conflicts(transpose_padded_by_two)
+
+
 def test_transpose_check_passes_the_padded_tile(capsys):
     assert ch3_execution.shared_array_shapes(transpose_padded) == [(32, 33)]
     ch3_execution.check_no_bank_conflicts(transpose_padded)
@@ -250,13 +314,30 @@ def test_copy_ilp_check(capsys):
         ch3_execution.check_copy_ilp(copy_ilp_contiguous_per_thread)
 
 
-def test_copy_ilp_check_reads_the_loads_on_a_gpu(capsys):
-    if mode.is_simulator():  # the simulator compiles nothing: only the values and the mapping are checked
+@cuda.jit
+def copy_ilp_single_precision(out, inp, owner):
+    values = cuda.local.array(ILP, float32)  # float32 registers for float64 data: the copy loses digits
+    first = cuda.blockIdx.x * cuda.blockDim.x * ILP + cuda.threadIdx.x
+    for j in range(ILP):
+        i = first + j * cuda.blockDim.x
+        if i < inp.size:
+            values[j] = inp[i]
+    for j in range(ILP):
+        i = first + j * cuda.blockDim.x
+        if i < inp.size:
+            out[i] = values[j]
+            owner[i] = cuda.grid(1)
+
+
+def test_copy_ilp_check_sees_the_loads_in_both_modes():
+    # the trace (simulator, or replayed in one on a GPU) shows the order of loads and stores; a GPU also reads the PTX
+    with pytest.raises(CheckFailed, match="stores after only 1 load"):
         ch3_execution.check_copy_ilp(copy_ilp_unbatched)
-        assert "cannot show whether the loads are batched" in capsys.readouterr().out
-        return
-    with pytest.raises(CheckFailed, match="1 load.*before its first store"):
-        ch3_execution.check_copy_ilp(copy_ilp_unbatched)
+    with pytest.raises(CheckFailed, match="wrong values"):
+        ch3_execution.check_copy_ilp(copy_ilp_single_precision)
+    if mode.on_gpu():
+        assert ch3_execution._ptx_loads_before_first_store(copy_ilp_right) >= ILP
+        assert ch3_execution._ptx_loads_before_first_store(copy_ilp_unbatched) < ILP
 
 
 def test_shared_array_shapes_reads_keywords_and_closures():
@@ -317,6 +398,24 @@ def by_warp_halves(out, x, owner):
         else:
             out[k] = math.cos(x[k])
         owner[k] = g
+
+
+@cuda.jit
+def by_warp_float64(out, x, owner):
+    g = cuda.grid(1)
+    warp, lane = g // 32, g % 32
+    k = 64 * (warp // 2) + 2 * lane + warp % 2
+    if k < x.size:
+        if warp % 2 == 0:
+            out[k] = math.sin(x[k] * 1.0)  # sin of a float64: the double-precision sine, then back to float32
+        else:
+            out[k] = math.cos(x[k] * 1.0)
+        owner[k] = g
+
+
+def test_branch_by_warp_float64_is_named():
+    with pytest.raises(CheckFailed, match="float64"):
+        ch3_execution.check_branch_by_warp(by_warp_float64)
 
 
 def test_branch_by_warp_check(capsys):

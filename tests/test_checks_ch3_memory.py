@@ -66,6 +66,23 @@ def test_scale_matrix_strided_answer_fails():
         ch3_memory.check_scale_matrix(strided)
 
 
+def wide_blocks(out, a, factor):
+    rows, cols = a.shape
+    scale_coalesced[((cols + 7) // 8, (rows + 31) // 32), (8, 32)](out, a, factor)  # 8 x 32: a warp reads 4 rows of 8
+
+
+def python_float_factor(out, a, factor):
+    rows, cols = a.shape
+    scale_coalesced[((cols + 31) // 32, (rows + 7) // 8), (32, 8)](out, a, float(factor))  # a Python float: float64 in the kernel
+
+
+def test_scale_matrix_block_shape_and_float64_are_named():
+    with pytest.raises(CheckFailed, match="blocks are 8 x 32.*Keep blocks of 32 x 8"):
+        ch3_memory.check_scale_matrix(wide_blocks)
+    with pytest.raises(CheckFailed, match="float64"):
+        ch3_memory.check_scale_matrix(python_float_factor)
+
+
 def test_scale_matrix_wrong_cover_and_values():
     with pytest.raises(CheckFailed, match="never written.*columns with x"):
         ch3_memory.check_scale_matrix(rounded_down)
@@ -82,6 +99,8 @@ def test_sectors_per_warp():
         ch3_memory.check_sectors_per_warp(lambda offset, stride, itemsize: len({(lane * stride + offset) // 8 for lane in range(32)}))
     with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
         ch3_memory.check_sectors_per_warp(lambda offset, stride, itemsize: 1 // 0)
+    with pytest.raises(CheckFailed, match="count the distinct"):  # bytes spanned / 32, without the offset or the distinct sectors
+        ch3_memory.check_sectors_per_warp(lambda offset, stride, itemsize: -(-32 * stride * itemsize // 32))
 
 
 # --- Exercise 3.3 ------------------------------------------------------------------------------
@@ -135,6 +154,76 @@ def wide_half_kernel(out, x):
     out[base + t] = total
 
 
+PADDED_BY_TWO = WIDE + 2
+
+
+@cuda.jit
+def wide_padded_by_two_kernel(out, x):
+    tile = cuda.shared.array((32, PADDED_BY_TWO), float32)  # 66 words a row: rows t and t + 16 share a bank
+    t = cuda.threadIdx.x
+    base = cuda.blockIdx.x * 32
+    for r in range(32):
+        for c in range(t, WIDE, 32):
+            tile[r, c] = x[base + r, c]
+    cuda.syncthreads()
+    total = tile[t, 0]
+    for k in range(1, WIDE):
+        total += tile[t, k]
+    out[base + t] = total
+
+
+@cuda.jit
+def wide_no_barrier_kernel(out, x):
+    tile = cuda.shared.array((32, PADDED), float32)
+    t = cuda.threadIdx.x
+    base = cuda.blockIdx.x * 32
+    for r in range(32):
+        for c in range(t, WIDE, 32):
+            tile[r, c] = x[base + r, c]
+    total = tile[t, 0]  # no cuda.syncthreads(): row t was written by other threads
+    for k in range(1, WIDE):
+        total += tile[t, k]
+    out[base + t] = total
+
+
+def wide_computed_shape_kernel(out, x):
+    tile = cuda.shared.array((32, WIDE + 1), float32)  # an expression: compiles in the simulator, not on a GPU
+    t = cuda.threadIdx.x
+    base = cuda.blockIdx.x * 32
+    for r in range(32):
+        for c in range(t, WIDE, 32):
+            tile[r, c] = x[base + r, c]
+    cuda.syncthreads()
+    total = tile[t, 0]
+    for k in range(1, WIDE):
+        total += tile[t, k]
+    out[base + t] = total
+
+
+wide_computed_shape = cuda.jit(wide_computed_shape_kernel)
+
+
+def wide_padded_by_two(out, x):
+    wide_padded_by_two_kernel[x.shape[0] // 32, 32](out, x)
+
+
+def wide_no_barrier(out, x):
+    wide_no_barrier_kernel[x.shape[0] // 32, 32](out, x)
+
+
+def wide_shape_expression(out, x):
+    wide_computed_shape[x.shape[0] // 32, 32](out, x)
+
+
+def test_wide_row_sums_races_padding_and_shapes_are_named():
+    with pytest.raises(CheckFailed, match="2.0 passes.*64 \\+ 1"):
+        ch3_memory.check_wide_row_sums(wide_padded_by_two)
+    with pytest.raises(CheckFailed, match="race on shared memory.*writes shared element.*A barrier is missing after line"):
+        ch3_memory.check_wide_row_sums(wide_no_barrier)
+    with pytest.raises(CheckFailed, match="computed inside the kernel.*TILE_SHAPE"):
+        ch3_memory.check_wide_row_sums(wide_shape_expression)
+
+
 def wide_padded(out, x):
     wide_padded_kernel[x.shape[0] // 32, 32](out, x)
 
@@ -149,7 +238,10 @@ def wide_half(out, x):
 
 def test_wide_row_sums(capsys):
     ch3_memory.check_wide_row_sums(wide_padded)
-    assert "1.0 pass(es)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1.0 pass(es)" in out
+    if mode.on_gpu():
+        assert "compute-sanitizer's racecheck found no hazard" in out
     with pytest.raises(CheckFailed, match="passes per request"):
         ch3_memory.check_wide_row_sums(wide_conflicted)
     with pytest.raises(CheckFailed, match="wrong values"):
@@ -188,6 +280,18 @@ def overlapped_first_chunk_only(p):
     device_part.copy_to_host(host_part, stream=p.streams[0])
 
 
+def overlapped_wrong_offset(p):
+    for (index, host_part, device_part), stream in zip(p.chunks, p.streams):
+        device_part.copy_to_device(host_part, stream=stream)
+        transfers.unit_kernel_launch(device_part, index, p.repeats, p.threads_per_block, stream)  # the chunk's number, not its start
+        device_part.copy_to_host(host_part, stream=stream)
+
+
+def test_overlapped_wrong_offset_is_named():
+    with pytest.raises(CheckFailed, match="chunk 1's kernel got offset 1"):
+        ch3_memory.check_overlapped(overlapped_wrong_offset)
+
+
 def test_overlapped(capsys):
     ch3_memory.check_overlapped(overlapped_right)
     assert "Exercise 3.4" in capsys.readouterr().out
@@ -200,7 +304,7 @@ def test_overlapped(capsys):
             ch3_memory.check_overlapped(overlapped_waiting)
     else:  # the simulator cannot see overlap: a waiting version gives right values, and the check says what it cannot tell
         ch3_memory.check_overlapped(overlapped_waiting)
-        assert "can only be checked on a GPU" in capsys.readouterr().out
+        assert "judged only on a GPU" in capsys.readouterr().out
 
 
 # --- The access model the checks use ------------------------------------------------------------
@@ -241,19 +345,122 @@ def test_tracing_is_simulator_only():
     np.testing.assert_array_equal(out.copy_to_host(), host * np.float32(2))
 
 
+def strided_and_racing(out, a, factor, sums, x):
+    strided(out, a, factor)
+    wide_no_barrier(sums, x)
+
+
 def test_replay_in_a_simulator_process():
-    """What the GPU checks rely on: the student's code, sent to a simulator process, traced there."""
+    """What the GPU checks rely on: the student's code, sent to a simulator process, traced there (one process for both)."""
     host = gpucourse.random_array((40, 40), np.float32, seed=2)
-    arguments = [("traced", "out", np.zeros((40, 40), np.float32)), ("traced", "a", host), ("value", "factor", np.float32(2))]
-    bad = ch3_memory.replayed_accesses(strided, arguments, shared=False)  # the good pattern is replayed by the check tests on a GPU
-    assert len([a for a in bad if a.array == "a"]) == host.size
-    assert ch3_memory.sectors_per_request(bad, "a", 4) >= 16
-    shared = ch3_memory.replayed_accesses(wide_conflicted, [("traced", "out", np.zeros(32, np.float32)),
-                                                            ("traced", "x", np.ones((32, WIDE), np.float32))], shared=True)
-    assert ch3_memory.shared_passes_per_request(shared) == 32.0
+    arguments = [("traced", "out", np.zeros((40, 40), np.float32)), ("traced", "a", host), ("value", "factor", np.float32(2)),
+                 ("traced", "sums", np.zeros(32, np.float32)), ("traced", "x", np.ones((32, WIDE), np.float32))]
+    trace = ch3_memory.replayed_trace(strided_and_racing, arguments, shared=True)
+    assert len(trace.of("a")) == host.size
+    assert ch3_memory.sectors_per_request(trace.accesses, "a", 4) >= 16
+    assert [launch.threads for launch in trace.launches] == [(32, 8, 1), (32, 1, 1)]
+    race = ch3_memory.race_problem(trace)
+    assert race is not None and "tile[r, c] = x[base + r, c]" in race and "total = tile[t, 0]" in race  # both lines, by their text
 
-    def closure_launcher(out, a, factor):  # uses `host` from the enclosing test: cannot travel
-        scale_coalesced[(2, 1), (32, 8)](out, a + host, factor)
 
-    with pytest.raises(ch3_memory.ReplayError, match="closure"):
-        ch3_memory.replayed_accesses(closure_launcher, arguments, shared=False)
+def test_what_cannot_travel_is_named():
+    import threading
+
+    lock = threading.Lock()
+
+    def uses_a_lock(out, a, factor):  # a closure over a lock: a lock cannot be pickled
+        with lock:
+            coalesced(out, a, factor)
+
+    with pytest.raises(ch3_memory.ReplayError, match="lock"):
+        ch3_memory.replayed_trace(uses_a_lock, [("traced", "out", np.zeros((8, 8), np.float32))], shared=False)
+
+
+# --- Exercise 3.7 ------------------------------------------------------------------------------
+
+
+@cuda.jit
+def block_sums_kernel(partial, x, first_barrier, loop_barrier, zero_tail):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.size:
+        tile[t] = x[i]
+    elif zero_tail:
+        tile[t] = float32(0)
+    if first_barrier:
+        cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        if loop_barrier:
+            cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def block_sums_float64(partial, x):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i] * 1.0000000001 if i < x.size else 0.0  # float64 on the way in (rounded back to the same float32)
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+def block_sums_with(first_barrier=True, loop_barrier=True, zero_tail=True):
+    def block_sums(partial, x, threads_per_block):
+        blocks = -(-x.shape[0] // threads_per_block)
+        block_sums_kernel[blocks, threads_per_block, 0, 4 * threads_per_block](partial, x, first_barrier, loop_barrier, zero_tail)
+    return block_sums
+
+
+def block_sums_double(partial, x, threads_per_block):
+    block_sums_float64[-(-x.shape[0] // threads_per_block), threads_per_block, 0, 4 * threads_per_block](partial, x)
+
+
+def test_block_sums_reference_is_the_tree():
+    x = gpucourse.random_array(300, np.float32, seed=3)
+    sums = ch3_memory.block_sums_reference(x, 64)
+    assert sums.shape == (5,) and sums.dtype == np.float32
+    np.testing.assert_allclose(sums, [x[k * 64:(k + 1) * 64].sum(dtype=np.float64) for k in range(5)], rtol=1e-5)
+
+
+def test_block_sums(capsys):
+    ch3_memory.check_block_sums(block_sums_with())
+    assert "\u2705 Exercise 3.7" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="race on shared memory.*A barrier is missing"):
+        ch3_memory.check_block_sums(block_sums_with(first_barrier=False))
+    with pytest.raises(CheckFailed, match="race on shared memory"):
+        ch3_memory.check_block_sums(block_sums_with(loop_barrier=False))
+    with pytest.raises(CheckFailed, match="only the last block's sum is wrong.*put 0"):
+        ch3_memory.check_block_sums(block_sums_with(zero_tail=False))  # the last block adds poison (or garbage on a GPU)
+    with pytest.raises(CheckFailed, match="float64"):
+        ch3_memory.check_block_sums(block_sums_double)
+
+
+def test_racecheck_names_a_missing_barrier_on_a_gpu():
+    """compute-sanitizer's racecheck through gpucourse: the helper every shared-memory check uses on a GPU."""
+    from gpucourse.checks import sanitizer
+
+    arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", np.ones((64, WIDE), np.float32))]
+    if mode.is_simulator():
+        with pytest.raises(RuntimeError, match="needs a GPU"):
+            sanitizer.racecheck(wide_no_barrier, arguments)
+        assert not sanitizer.racecheck_available()
+        return
+    assert sanitizer.racecheck_available(), "put the CUDA toolkit's bin folder (compute-sanitizer) on the PATH"
+    report = sanitizer.racecheck(wide_no_barrier, arguments)
+    assert report.errors > 0, report.output[-2000:]
+    assert "syncthreads" in report.describe()
+    assert sanitizer.racecheck(wide_padded, arguments).errors == 0

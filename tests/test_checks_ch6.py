@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
 
 from gpucourse import finite_difference as fd
 from gpucourse.checks import CheckFailed, ch6
@@ -37,7 +37,7 @@ def z_column_kernel(f, df, a, b, c, d, axis, wrap_ends):
     nz, ny, nx = f.shape
     if i < nx and j < ny:
         for k in range(nz):
-            total = f[k, j, i] * 0
+            total = float32(0)
             for m, w in ((1, a), (2, b), (3, c), (4, d)):
                 up, down = k + m, k - m
                 if wrap_ends:
@@ -56,7 +56,7 @@ def y_kernel(f, df, a, b, c, d):
     nz, ny, nx = f.shape
     if i < nx and k < nz:
         for j in range(ny):
-            total = f[k, j, i] * 0
+            total = float32(0)
             for m, w in ((1, a), (2, b), (3, c), (4, d)):
                 total += w * (f[k, (j + m) % ny, i] - f[k, (j - m) % ny, i])
             df[k, j, i] = total
@@ -82,6 +82,37 @@ def test_z_derivative():
         ch6.check_z_derivative(lambda f, df, c: y_kernel[(math.ceil(f.shape[2] / 8), math.ceil(f.shape[0] / 4)), (8, 4)](f, df, *c))
     with pytest.raises(CheckFailed, match="1/h"):
         ch6.check_z_derivative(lambda f, df, c: z_launcher()(f, df, tuple(np.float32(v * f.shape[0]) for v in c)))
+
+
+@cuda.jit
+def z_kernel_y_fastest(f, df, a, b, c, d):
+    j, i = cuda.grid(2)  # x, the fastest thread index, walks y: a warp's reads are a whole row apart
+    nz, ny, nx = f.shape
+    if i < nx and j < ny:
+        for k in range(nz):
+            total = float32(0)
+            for m, w in ((1, a), (2, b), (3, c), (4, d)):
+                total += w * (f[(k + m) % nz, j, i] - f[(k - m) % nz, j, i])
+            df[k, j, i] = total
+
+
+@cuda.jit
+def z_kernel_float64(f, df, a, b, c, d):
+    i, j = cuda.grid(2)
+    nz, ny, nx = f.shape
+    if i < nx and j < ny:
+        for k in range(nz):
+            total = 0.0  # a float64 accumulator: every addition is float64
+            for m, w in ((1, a), (2, b), (3, c), (4, d)):
+                total += w * (f[(k + m) % nz, j, i] - f[(k - m) % nz, j, i])
+            df[k, j, i] = total
+
+
+def test_z_derivative_pattern_and_float64():
+    with pytest.raises(CheckFailed, match="reads of f are not coalesced"):
+        ch6.check_z_derivative(lambda f, df, c: z_kernel_y_fastest[(math.ceil(f.shape[1] / 8), math.ceil(f.shape[2] / 4)), (8, 4)](f, df, *c))
+    with pytest.raises(CheckFailed, match="float64"):
+        ch6.check_z_derivative(lambda f, df, c: z_kernel_float64[(math.ceil(f.shape[2] / 8), math.ceil(f.shape[1] / 4)), (8, 4)](f, df, *c))
 
 
 # --- 6.3 -----------------------------------------------------------------------------------------
@@ -165,6 +196,26 @@ def test_two_heat_steps():
         ch6.check_two_heat_steps(two_steps(fix_boundary=False))
 
 
+@cuda.jit
+def two_steps_int_four(u, u_new, d):
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    if i < nx and j < ny:
+        x = u[j, i]
+        if 1 < i < nx - 2 and 1 < j < ny - 2:
+            x = x + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - 4 * x)  # 4 is an int64: float64 arithmetic
+        u_new[j, i] = x
+
+
+def test_two_heat_steps_float64_is_named():
+    def heat(u, u_new, d):
+        ny, nx = u.shape
+        two_steps_int_four[(math.ceil(nx / 8), math.ceil(ny / 8)), (8, 8)](u, u_new, np.float32(d))
+
+    with pytest.raises(CheckFailed, match="float64.*int64"):
+        ch6.check_two_heat_steps(heat, d=0.0)  # d = 0: the values stay right, only the arithmetic is wrong
+
+
 # --- 6.5 -----------------------------------------------------------------------------------------
 
 
@@ -180,3 +231,69 @@ def test_stretched_coefficients():
         ch6.check_stretched_coefficients(lambda n, a: fd.nonuniform_coefficients(n, a) / n)
     with pytest.raises(CheckFailed, match="should return an array"):
         ch6.check_stretched_coefficients(lambda n, a: None)
+
+
+# --- 6.6 -----------------------------------------------------------------------------------------
+
+BX, BY = 32, 8
+TILE = (BY + 2, BX + 2)
+
+
+@cuda.jit
+def jacobi_tile(a, a_new, edge, corner, barrier, halo):
+    t = cuda.shared.array(TILE, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ny, nx = a.shape
+    x0 = cuda.blockIdx.x * BX - 1
+    y0 = cuda.blockIdx.y * BY - 1
+    if halo:
+        for r in range(ty, BY + 2, BY):
+            for c in range(tx, BX + 2, BX):
+                if 0 <= y0 + r < ny and 0 <= x0 + c < nx:
+                    t[r, c] = a[y0 + r, x0 + c]
+    elif y0 + 1 + ty < ny and x0 + 1 + tx < nx:  # the mistake: only the block's own points, no halo
+        t[ty + 1, tx + 1] = a[y0 + 1 + ty, x0 + 1 + tx]
+    if barrier:
+        cuda.syncthreads()
+    i, j = x0 + 1 + tx, y0 + 1 + ty
+    if 0 < i < nx - 1 and 0 < j < ny - 1:
+        r, c = ty + 1, tx + 1
+        a_new[j, i] = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
+                       + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
+
+
+@cuda.jit
+def jacobi_global_swapped(a, a_new, edge, corner):
+    j, i = cuda.grid(2)  # x walks the rows
+    ny, nx = a.shape
+    if 0 < i < nx - 1 and 0 < j < ny - 1:
+        a_new[j, i] = (edge * (((a[j + 1, i] + a[j, i - 1]) + a[j, i + 1]) + a[j - 1, i])
+                       + corner * (((a[j - 1, i - 1] + a[j - 1, i + 1]) + a[j + 1, i - 1]) + a[j + 1, i + 1]))
+
+
+WEIGHTS32 = (np.float32(0.2), np.float32(0.05))
+
+
+def sweep(barrier=True, halo=True, weights=WEIGHTS32):
+    def jacobi_sweep(a, a_new):
+        ny, nx = a.shape
+        jacobi_tile[(math.ceil(nx / BX), math.ceil(ny / BY)), (BX, BY)](a, a_new, weights[0], weights[1], barrier, halo)
+    return jacobi_sweep
+
+
+def swapped_sweep(a, a_new):
+    ny, nx = a.shape
+    jacobi_global_swapped[(math.ceil(ny / 32), math.ceil(nx / 8)), (32, 8)](a, a_new, np.float32(0.2), np.float32(0.05))
+
+
+def test_jacobi_sweep(capsys):
+    ch6.check_jacobi_sweep(sweep())
+    assert "\u2705 Exercise 6.6" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="race on shared memory.*A barrier is missing"):
+        ch6.check_jacobi_sweep(sweep(barrier=False))
+    with pytest.raises(CheckFailed, match="halo"):
+        ch6.check_jacobi_sweep(sweep(halo=False))
+    with pytest.raises(CheckFailed, match="float64"):
+        ch6.check_jacobi_sweep(sweep(weights=(0.2, 0.05)))  # Python floats: float64 arguments
+    with pytest.raises(CheckFailed, match="reads of a are not coalesced"):
+        ch6.check_jacobi_sweep(swapped_sweep)

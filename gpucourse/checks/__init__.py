@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..arrays import poison_value, to_device, to_host, unwritten_mask
+from ..arrays import to_host, unwritten_mask
 
 
 class CheckFailed(AssertionError):
@@ -81,36 +81,13 @@ def guard_value(dtype) -> object:
     raise TypeError(f"no guard value for dtype {dtype}")
 
 
-def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype, *inputs, guard: int = 32,
+def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype, *inputs, guard: int | None = None,
                 initial: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
-    """Run `launch(out, *inputs)` on a device output framed by poisoned guard cells; return (out, problems).
+    """Run `launch(out, *inputs)` on a framed output, its guard band sized from the launch; return (out, problems).
 
-    The output handed to the student is a view into a larger buffer whose frame holds the poison
-    value: a write past its end lands there (on a GPU) or raises IndexError (in the simulator); both
-    are reported. The interior starts poisoned too, or as `initial` for kernels that update in place.
+    See `gpucourse.checks.runs.run_checked`, which also reports compile errors, races and float64 in words.
     """
-    dtype = np.dtype(dtype)
-    padded_shape = tuple(n + 2 * guard for n in out_shape)
-    host = np.full(padded_shape, guard_value(dtype), dtype=dtype)
-    interior = tuple(slice(guard, guard + n) for n in out_shape)
-    host[interior] = poison_value(dtype) if initial is None else initial
-    buffer = to_device(host)
-    out = buffer[interior]
-    try:
-        launch(out, *inputs)
-    except IndexError as exc:
-        return np.full(out_shape, poison_value(dtype), dtype), [
-            f"the kernel indexed outside an array ({exc}). On a GPU this corrupts memory silently; here the "
-            "simulator caught it. Add a bounds check such as `if i < out.size:` before you index."
-        ]
-    host = to_host(buffer)
-    frame = np.ones(padded_shape, dtype=bool)
-    frame[interior] = False
-    touched = frame & (host != guard_value(dtype))
-    problems = []
-    if touched.any():
-        problems.append(
-            f"the kernel wrote {int(touched.sum())} element(s) outside the output array. Threads past the end "
-            "must not write: add a bounds check such as `if i < out.size:`."
-        )
-    return host[interior], problems
+    from .runs import run_checked
+
+    run = run_checked(launch, out_shape, dtype, *inputs, guard=guard, initial=initial)
+    return run.got, run.problems

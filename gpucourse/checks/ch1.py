@@ -1,56 +1,152 @@
-"""Checks for the chapter 1 exercises (solutions/ch01_introduction.ipynb)."""
+"""Checks for the chapter 1 exercises (solutions/ch01_introduction.ipynb).
+
+Values are compared bit for bit (a sum or a product of two float32 is exact to compute); a trace
+of a small run shows how each warp reads and writes (coalescing, elements written by several
+threads) and float64 arithmetic in a float32 kernel; on a GPU the student's kernel is also timed
+beside a reference kernel and the copy ceiling.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+from numba import cuda
 
 from ..arrays import random_array, to_device
 from ..device import DeviceInfo, current_device
 from ..sizes import problem_size
-from . import array_problems, fail, passed, run_guarded
+from . import array_problems, fail, passed
+from .evidence import float64_problems, speed_note, speed_verdict, trace_of
+from .runs import run_checked
+from .trace import first_request_example, rewritten, uncoalesced
+
+SMALL_1D = 300  # elements of a traced run: a few warps and a tail
+
+
+@cuda.jit
+def _add_reference(out, x, y):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def _scale_rows_reference(out, matrix, factors):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = matrix[row, col] * factors[row]
+
+
+@cuda.jit
+def _fill_reference(out):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = 3 * i + 1
+
+
+def _pattern_problems(trace, array: str, shape, itemsize: int, write: bool, advice: str) -> list[str]:
+    found = uncoalesced(trace, array, itemsize, write)
+    if found is None:
+        return []
+    sectors, ideal = found
+    verb = "writes to" if write else "reads of"
+    return [f"the {verb} {array} are not coalesced: a warp's request touches {sectors:.1f} sectors of 32 bytes on average, "
+            f"{ideal:.1f} if its 32 threads took neighbouring elements. For example, "
+            f"{first_request_example(trace.accesses, array, shape, write)}. {advice}"]
 
 
 def check_add_arrays(add_arrays: Callable[..., object]) -> None:
     """Exercise 1.1: `add_arrays(out, x, y)` writes x + y into `out` for any length."""
     n = problem_size("exercise_1d")
     x, y = random_array(n, np.float32, seed=11), random_array(n, np.float32, seed=12)
-    got, problems = run_guarded(add_arrays, (n,), np.float32, to_device(x), to_device(y))
-    problems += array_problems(got, x + y, what="out", rtol=1e-6,
-                               coverage_hint="The number of blocks must be rounded up: blocks = ceil(n / threads_per_block).")
+    x_d, y_d = to_device(x), to_device(y)
+    run = run_checked(add_arrays, (n,), np.float32, x_d, y_d)
+    problems = run.problems + array_problems(run.got, x + y, what="out", rtol=0.0,
+                                             coverage_hint="The number of blocks must be rounded up: blocks = ceil(n / threads_per_block).")
     fail(problems, "Exercise 1.1")
-    passed(f"Exercise 1.1: add_arrays is right for n = {n} (not a multiple of the block size).")
+    small = [("traced", "out", np.zeros(SMALL_1D, np.float32)), ("traced", "x", random_array(SMALL_1D, np.float32, seed=13)),
+             ("traced", "y", random_array(SMALL_1D, np.float32, seed=14))]
+    trace, note = trace_of(add_arrays, small)
+    if trace is not None:
+        problems += float64_problems(trace)
+        problems += _pattern_problems(trace, "x", (SMALL_1D,), 4, False, "Thread i of the grid should take element i = cuda.grid(1).")
+    fail(problems, "Exercise 1.1")
+    out = to_device(np.zeros(n, np.float32))
+    blocks = -(-n // 256)
+    slow, speed = speed_verdict("Exercise 1.1", "add_arrays", lambda: add_arrays(out, x_d, y_d),
+                                lambda: _add_reference[blocks, 256](out, x_d, y_d), 12 * n, 4 * n,
+                                "Does it launch more work than one kernel with one thread per element?")
+    fail(slow, "Exercise 1.1")
+    passed(f"Exercise 1.1: add_arrays is right for n = {n} (not a multiple of the block size){speed}{note}.")
+    speed_note("Exercise 1.1", "add_arrays")
 
 
 def check_scale_rows(scale_rows: Callable[..., object]) -> None:
-    """Exercise 1.2: `scale_rows(out, matrix, factors)` writes matrix[r, c] * factors[r] into out[r, c]."""
+    """Exercise 1.2: `scale_rows(out, matrix, factors)` writes matrix[r, c] * factors[r] into out[r, c], coalesced."""
     rows, cols = problem_size("exercise_2d")
     matrix = random_array((rows, cols), np.float32, seed=21)
     factors = random_array(rows, np.float32, seed=22, low=0.5, high=2.0)
-    got, problems = run_guarded(scale_rows, (rows, cols), np.float32, to_device(matrix), to_device(factors))
+    matrix_d, factors_d = to_device(matrix), to_device(factors)
+    run = run_checked(scale_rows, (rows, cols), np.float32, matrix_d, factors_d)
     expected = matrix * factors[:, None]
-    problems += array_problems(got, expected, what="out", rtol=1e-6,
-                               coverage_hint="Cover both dimensions: one block count for the columns (x), one for the rows (y).")
+    problems = run.problems + array_problems(run.got, expected, what="out", rtol=0.0,
+                                             coverage_hint="Cover both dimensions: one block count for the columns (x), one for the rows (y).")
     fail(problems, "Exercise 1.2")
-    passed(f"Exercise 1.2: scale_rows is right on a {rows} x {cols} matrix.")
+    small = (12, 40)
+    arguments = [("traced", "out", np.zeros(small, np.float32)), ("traced", "matrix", random_array(small, np.float32, seed=23)),
+                 ("traced", "factors", random_array(small[0], np.float32, seed=24))]
+    trace, note = trace_of(scale_rows, arguments)
+    if trace is not None:
+        problems += float64_problems(trace)
+        problems += _pattern_problems(trace, "matrix", small, 4, False,
+                                      "In a NumPy (row-major) array the columns are contiguous: let x, the fastest thread index, "
+                                      "walk the columns (col, row = cuda.grid(2)).")
+    fail(problems, "Exercise 1.2")
+    out = to_device(np.zeros((rows, cols), np.float32))
+    grid = (-(-cols // 32), -(-rows // 8))
+    slow, speed = speed_verdict("Exercise 1.2", "scale_rows", lambda: scale_rows(out, matrix_d, factors_d),
+                                lambda: _scale_rows_reference[grid, (32, 8)](out, matrix_d, factors_d), 8 * rows * cols, 4 * rows * cols,
+                                "Which thread index walks the contiguous columns?")
+    fail(slow, "Exercise 1.2")
+    passed(f"Exercise 1.2: scale_rows is right on a {rows} x {cols} matrix, and its warps read neighbouring elements{speed}{note}.")
+    speed_note("Exercise 1.2", "scale_rows")
 
 
 def check_fill_grid_stride(fill_kernel) -> None:
-    """Exercise 1.3: the kernel `fill_kernel(out)` sets out[i] = 3 * i + 1 for every i, with any grid."""
+    """Exercise 1.3: the kernel `fill_kernel(out)` sets out[i] = 3 * i + 1 for every i, with any grid, one thread per element."""
     n = problem_size("exercise_1d")
     expected = (3 * np.arange(n) + 1).astype(np.int64)
     problems: list[str] = []
     for blocks, threads in ((2, 64), (1, 32)):
-        got, found = run_guarded(lambda out, b=blocks, t=threads: fill_kernel[b, t](out), (n,), np.int64)
-        found += array_problems(got, expected, what=f"out (launched as [{blocks}, {threads}])",
-                                coverage_hint=f"A grid of {blocks * threads} threads must still reach all {n} elements: "
-                                              "loop from cuda.grid(1) in steps of cuda.gridsize(1).")
+        run = run_checked(lambda out, b=blocks, t=threads: fill_kernel[b, t](out), (n,), np.int64)
+        found = run.problems + array_problems(run.got, expected, what=f"out (launched as [{blocks}, {threads}])", rtol=0.0,
+                                              coverage_hint=f"A grid of {blocks * threads} threads must still reach all {n} elements: "
+                                                            "loop from cuda.grid(1) in steps of cuda.gridsize(1).")
         problems += found
         if found:
             break
     fail(problems, "Exercise 1.3")
-    passed(f"Exercise 1.3: the grid-stride kernel fills all {n} elements with grids of 128 and 32 threads.")
+    trace, note = trace_of(lambda out: fill_kernel[2, 64](out), [("traced", "out", np.zeros(SMALL_1D, np.int64))])
+    if trace is not None:
+        repeated, most = rewritten(trace, "out")
+        if repeated:
+            problems.append(f"{repeated} of {SMALL_1D} elements were written by several threads (up to {most} times each) with a grid "
+                            "of 2 blocks of 64: the values are right, but the work is done several times over. Step by "
+                            "cuda.gridsize(1), the number of threads in the whole grid, not by the block's size or the number of blocks.")
+        else:
+            problems += _pattern_problems(trace, "out", (SMALL_1D,), 8, True,
+                                          "Let neighbouring threads take neighbouring elements: start at cuda.grid(1) and step by "
+                                          "cuda.gridsize(1), rather than giving each thread a contiguous chunk.")
+    fail(problems, "Exercise 1.3")
+    out = to_device(np.zeros(n, np.int64))
+    sms = current_device().multiprocessors or 1
+    slow, speed = speed_verdict("Exercise 1.3", "fill_kernel", lambda: fill_kernel[4 * sms, 256](out),
+                                lambda: _fill_reference[4 * sms, 256](out), 8 * n, 8 * n,
+                                "How many elements does each thread write, and are a warp's writes neighbours?")
+    fail(slow, "Exercise 1.3")
+    passed(f"Exercise 1.3: the grid-stride kernel fills all {n} elements with grids of 128 and 32 threads, each element written "
+           f"once{speed}{note}.")
+    speed_note("Exercise 1.3", "fill_kernel")
 
 
 def check_launch_config(launch_config: Callable[[int, int, DeviceInfo], tuple[int, int]]) -> None:

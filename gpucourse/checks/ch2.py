@@ -16,9 +16,12 @@ from ..arrays import random_array, to_device
 from ..errors import LaunchConfigError
 from ..kernels import metrics
 from ..sizes import problem_size
-from ..timing import bandwidth_ceilings, benchmark
+from ..timing import benchmark
 from ..validate import check_threads_per_block
-from . import CheckFailed, array_problems, fail, passed, run_guarded
+from . import CheckFailed, array_problems, fail, passed
+from .evidence import float64_problems, speed_note, speed_verdict, trace_of
+from .runs import run_checked
+from .trace import first_request_example, loads_before_first_store, uncoalesced
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2.1: effective bandwidth from bytes and time.
@@ -208,27 +211,43 @@ def check_classify(classify: Callable[[float, float, float], str]) -> None:
 
 
 def check_copy_four(copy_four: Callable[..., object]) -> None:
-    """Exercise 2.4: `copy_four(out, inp)` copies any float32 array with each thread moving four elements."""
+    """Exercise 2.4: `copy_four(out, inp)` copies any float32 array, each thread moving four elements blockDim apart, loads first."""
     problems: list[str] = []
     for n in (problem_size("ch2_exercise"), 5, 1):
         inp = random_array(n, np.float32, seed=int(np.random.default_rng().integers(10**6)))
-        got, found = run_guarded(copy_four, (n,), np.float32, to_device(inp))
-        found += array_problems(got, inp, what=f"out (n = {n})", rtol=0.0,
-                                coverage_hint="Each block covers 4 * threads_per_block elements: blocks = "
-                                              "ceil(n / (4 * threads_per_block)), and each thread j takes start + j, "
-                                              "start + j + blockDim, ...")
+        run = run_checked(copy_four, (n,), np.float32, to_device(inp))
+        found = run.problems + array_problems(run.got, inp, what=f"out (n = {n})", rtol=0.0,
+                                              coverage_hint="Each block covers 4 * threads_per_block elements: blocks = "
+                                                            "ceil(n / (4 * threads_per_block)), and each thread j takes start + j, "
+                                                            "start + j + blockDim, ...")
         problems += found
         if found:
             break
     fail(problems, "Exercise 2.4")
+    small = 2 * 4 * 256 + 37  # two full blocks of 256 threads and a tail
+    host = random_array(small, np.float32, seed=41)
+    trace, note = trace_of(copy_four, [("traced", "out", np.zeros(small, np.float32)), ("traced", "inp", host)])
+    if trace is not None:
+        problems += float64_problems(trace)
+        found = uncoalesced(trace, "inp", 4)
+        if found:
+            problems.append(f"the reads of inp are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes, "
+                            f"{found[1]:.1f} if its threads read neighbours. For example, {first_request_example(trace.accesses, 'inp', (small,))}. "
+                            "Thread t must take start + t, start + t + blockDim.x, ... (not four neighbours of its own): then at each "
+                            "step the warp reads 32 neighbouring floats.")
+        loads = loads_before_first_store(trace, "inp", "out", 4)
+        if not found and loads is not None and loads < 4:
+            problems.append(f"each thread stores an element after only {loads} load(s): a store right after its load keeps one load in "
+                            "flight at a time. Load all four values first (into four variables), then store the four.")
+    fail(problems, "Exercise 2.4")
     n = problem_size("ch2_exercise")
     inp, out = to_device(random_array(n, np.float32, seed=4)), to_device(np.zeros(n, np.float32))
-    gbs = benchmark(lambda: copy_four(out, inp), repeat=3 if mode.is_simulator() else 20).bandwidth_gbs(8 * n)
-    if mode.is_simulator():
-        speed = f"{gbs:.3g} GB/s of simulator time (it says nothing about a GPU)"
-    else:
-        speed = f"{gbs:.0f} GB/s = {bandwidth_ceilings().fraction_of_copy(gbs):.0%} of the measured device-to-device copy"
-    passed(f"Exercise 2.4: copy_four copies arrays of any length; on {n} elements: {speed}.")
+    slow, speed = speed_verdict("Exercise 2.4", "copy_four", lambda: copy_four(out, inp), lambda: metrics.copy_ilp(out, inp, 4, 256),
+                                8 * n, 4 * n, "Are the four loads of a thread issued before its first store, and does each warp read "
+                                              "neighbouring elements at each step?")
+    fail(slow, "Exercise 2.4")
+    passed(f"Exercise 2.4: copy_four copies arrays of any length, coalesced, four loads in flight per thread{speed}{note}.")
+    speed_note("Exercise 2.4", "copy_four")
 
 
 __all__ = ["CheckFailed", "check_best_block_size", "check_classify", "check_copy_four", "check_effective_bandwidth"]

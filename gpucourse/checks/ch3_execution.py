@@ -8,19 +8,21 @@ random data and says, in words, what is wrong.
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
 from collections.abc import Callable
 
 import numpy as np
 
 from .. import mode
 from ..arrays import poison_value, random_array, to_device, to_host
+from ..kernels import transpose
 from ..kernels.transpose import column_read_conflict
 from ..occupancy import SMLimits, book_sm_limits, occupancy
 from ..sizes import problem_size
-from . import array_problems, fail, passed, run_guarded
+from . import array_problems, fail, passed
+from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_of
+from .launches import computed_shape_message, shared_array_declarations
+from .runs import race_repeats, run_checked
+from .trace import first_request_example, loads_before_first_store, race_problem, shared_passes_per_request, uncoalesced
 
 TILE_DIM, BLOCK_ROWS = 32, 8
 ILP = 4
@@ -29,43 +31,13 @@ ILP = 4
 # Exercise 3.4.1: a transpose whose tile has no bank conflicts
 
 
-def _python_function(kernel):
-    return getattr(kernel, "py_func", None) or getattr(kernel, "fn", None) or kernel
-
-
-def shared_array_declarations(kernel) -> list[tuple[tuple[int, ...], bool]]:
-    """Each shared array a kernel declares: (shape, computed) read from its source; `computed` if the shape is arithmetic."""
-    function = _python_function(kernel)
-    try:
-        source = textwrap.dedent(inspect.getsource(function))
-    except (OSError, TypeError) as exc:
-        raise ValueError(f"cannot read the source of {function!r}: {exc}") from None
-    names = dict(function.__globals__)
-    closure = inspect.getclosurevars(function)
-    names.update(closure.nonlocals)
-    shapes = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"):
-            continue
-        owner = node.func.value
-        if not (isinstance(owner, ast.Attribute) and owner.attr == "shared"):
-            continue
-        shape_node = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
-        if shape_node is None:
-            continue
-        value = eval(compile(ast.Expression(shape_node), "<shape>", "eval"), names)  # constants only, as Numba demands
-        computed = any(isinstance(part, (ast.BinOp, ast.Call, ast.UnaryOp)) for part in ast.walk(shape_node))
-        shapes.append((tuple(int(v) for v in (value if isinstance(value, (tuple, list)) else (value,))), computed))
-    return shapes
-
-
 def shared_array_shapes(kernel) -> list[tuple[int, ...]]:
     """The shapes of the shared arrays a kernel declares, read from its source (constants looked up in its globals)."""
     return [shape for shape, _ in shared_array_declarations(kernel)]
 
 
 def check_no_bank_conflicts(transpose_kernel) -> None:
-    """Exercise 3.4.1: `transpose_kernel(out, inp)` transposes with a 32 x 32 tile, 32 x 8 threads, and no bank conflicts."""
+    """Exercise 3.4.1: `transpose_kernel(out, inp)` transposes with a 32 x 32 tile, 32 x 8 threads, no bank conflicts, no races."""
     rows, cols = problem_size("ch3_exercise_transpose")
     host = random_array((rows, cols), np.float32, seed=341)
     blocks = (-(-cols // TILE_DIM), -(-rows // TILE_DIM))
@@ -75,11 +47,7 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
         problems.append("the kernel declares no shared array: stage each tile in cuda.shared.array((rows, columns), float32).")
     for shape, computed in declarations:
         if computed:
-            problems.append(
-                f"the tile's shape {shape} is computed inside the kernel (an expression such as TILE_DIM + 1). The "
-                "simulator accepts that, but Numba on a GPU needs a shared array's shape to be constants: define it "
-                "outside the kernel, e.g. TILE_SHAPE = (TILE_DIM, TILE_DIM + 1), and write cuda.shared.array(TILE_SHAPE, float32)."
-            )
+            problems.append(computed_shape_message(shape))
         if len(shape) != 2 or shape[0] < TILE_DIM or shape[1] < TILE_DIM:
             problems.append(f"the shared tile has shape {shape}; it must hold a 32 x 32 tile (at least (32, 32)).")
             continue
@@ -88,18 +56,55 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
             problems.append(
                 f"the tile has rows of {shape[1]} float32: the 32 threads of a warp reading one tile column hit only "
                 f"{32 // ways} bank(s), a {ways}-way bank conflict. Make each row one element longer than the tile "
-                f"(shape ({shape[0]}, {shape[1] + 1})), so that consecutive rows start in consecutive banks."
+                f"(shape ({shape[0]}, {TILE_DIM + 1})), so that consecutive rows start in consecutive banks."
             )
-    if any(computed for _, computed in declarations):
-        fail(problems, "Exercise 3.4.1")  # on a GPU the kernel would not even compile: say why before launching it
-    got, found = run_guarded(lambda out, inp: transpose_kernel[blocks, (TILE_DIM, BLOCK_ROWS)](out, inp),
-                             (cols, rows), np.float32, to_device(host))
-    problems += found
-    problems += array_problems(got, np.ascontiguousarray(host.T), what="out", rtol=0,
+    fail(problems, "Exercise 3.4.1")  # a kernel that would not compile on a GPU, or has no tile: say why before launching it
+
+    def launch(out, inp):
+        transpose_kernel[blocks_for(inp.shape), (TILE_DIM, BLOCK_ROWS)](out, inp)
+
+    def blocks_for(shape):
+        return (-(-shape[1] // TILE_DIM), -(-shape[0] // TILE_DIM))
+
+    inp = to_device(host)
+    run = run_checked(launch, (cols, rows), np.float32, inp, repeats=race_repeats())
+    problems += run.problems
+    problems += array_problems(run.got, np.ascontiguousarray(host.T), what="out", rtol=0,
                                coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24.")
+    small = (36, 40)  # 2 x 2 tiles, the last ones partial
+    arguments = [("traced", "out", np.zeros(small[::-1], np.float32)), ("traced", "inp", random_array(small, np.float32, seed=342))]
+    trace, note = trace_of(launch, arguments, shared=True)
+    race = race_problem(trace) if trace is not None else None
+    if race:
+        fail([race] + problems, "Exercise 3.4.1")
     fail(problems, "Exercise 3.4.1")
-    passed(f"Exercise 3.4.1: the {rows} x {cols} matrix is transposed, and a warp reading a tile column "
-           f"touches 32 different banks.")
+    checked, racecheck_note = racecheck_problems(launch, arguments)
+    problems += checked
+    if trace is not None:
+        problems += float64_problems(trace)
+        for array, write in (("inp", False), ("out", True)):
+            found = uncoalesced(trace, array, 4, write)
+            if found:
+                verb = "writes to" if write else "reads of"
+                problems.append(f"the {verb} {array} are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes "
+                                f"({found[1]:.1f} for 32 neighbours); for example, "
+                                f"{first_request_example(trace.accesses, array, small[::-1] if write else small, write)}. "
+                                "Read a row of inp into a row of the tile, and write a row of out from a column of the tile: "
+                                "x = blockIdx.y * 32 + threadIdx.x for the writes, so that threadIdx.x walks out's columns.")
+        passes = max(shared_passes_per_request(trace.accesses), shared_passes_per_request(trace.accesses, write=True))
+        if passes > 1.0 and not problems:
+            problems.append(f"the tile's shared-memory requests need {passes:.1f} passes on average (1 without bank conflicts): "
+                            "a warp touches several words of one bank. Pad each tile row by one element.")
+    fail(problems, "Exercise 3.4.1")
+    out = to_device(np.zeros((cols, rows), np.float32))
+    reference = transpose.kernels().no_bank_conflicts
+    slow, speed = speed_verdict("Exercise 3.4.1", "transpose", lambda: launch(out, inp),
+                                lambda: reference[blocks, (TILE_DIM, BLOCK_ROWS)](out, inp), 2 * host.nbytes, host.nbytes,
+                                "How does a warp write out, and how many banks does a tile column span?")
+    fail(slow, "Exercise 3.4.1")
+    passed(f"Exercise 3.4.1: the {rows} x {cols} matrix is transposed bit for bit, coalesced both ways, with no race, and a warp "
+           f"reading a tile column touches 32 different banks{racecheck_note}{speed}{note}.")
+    speed_note("Exercise 3.4.1", "transpose")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +170,7 @@ def check_pick_block_size(pick_block_size: Callable[[int, int, SMLimits], int]) 
 # Exercise 3.5.2: a copy with ILP = 4 loads in flight per thread
 
 
-def _loads_before_first_store(kernel) -> int | None:
+def _ptx_loads_before_first_store(kernel) -> int | None:
     """On a GPU: how many global loads the PTX issues before its first global store (None in the simulator)."""
     if mode.is_simulator():
         return None
@@ -188,8 +193,9 @@ def check_copy_ilp(copy_ilp_kernel) -> None:
     for threads in (64, 32):
         blocks = -(-n // (threads * ILP))
         owner = to_device(np.full(n, poison_value(np.int64), dtype=np.int64))
-        got, found = run_guarded(lambda out, inp, own, b=blocks, t=threads: copy_ilp_kernel[b, t](out, inp, own),
-                                 (n,), np.float64, to_device(host), owner)
+        run = run_checked(lambda out, inp, own, b=blocks, t=threads: copy_ilp_kernel[b, t](out, inp, own),
+                          (n,), np.float64, to_device(host), owner)
+        got, found = run.got, run.problems
         found += array_problems(got, host, what=f"out (launched as [{blocks}, {threads}])", rtol=0,
                                 coverage_hint=f"{blocks} blocks of {threads} threads cover n = {n} only if each thread "
                                               f"copies {ILP} elements.")
@@ -210,14 +216,24 @@ def check_copy_ilp(copy_ilp_kernel) -> None:
         problems += found
         if found:
             break
-    if not problems:
-        loads = _loads_before_first_store(copy_ilp_kernel)
-        if loads is not None and loads < ILP:
-            problems.append(f"the compiled kernel issues {loads} load(s) before its first store: load all {ILP} values into "
-                            "a cuda.local.array first, then store them, so that the loads are in flight together.")
     fail(problems, "Exercise 3.5.2")
-    note = "" if mode.on_gpu() else " (the simulator cannot show whether the loads are batched; a GPU run checks the PTX)"
-    passed(f"Exercise 3.5.2: each thread copies {ILP} elements, blockDim.x apart, for n = {n}{note}.")
+    small = 2 * 64 * ILP + 19
+    arguments = [("traced", "out", np.zeros(small, np.float64)), ("traced", "inp", random_array(small, np.float64, seed=353)),
+                 ("traced", "owner", np.zeros(small, np.int64))]
+    trace, note = trace_of(lambda out, inp, own: copy_ilp_kernel[-(-small // (64 * ILP)), 64](out, inp, own), arguments)
+    if trace is not None:
+        loads = loads_before_first_store(trace, "inp", "out", ILP)
+        if loads is not None and loads < ILP:
+            problems.append(f"each thread stores after only {loads} load(s): load all {ILP} values into a cuda.local.array "
+                            "first, then store them, so that the loads are in flight together.")
+    ptx_loads = _ptx_loads_before_first_store(copy_ilp_kernel)
+    if not problems and ptx_loads is not None and ptx_loads < ILP:
+        problems.append(f"the compiled kernel issues {ptx_loads} load(s) before its first store: load all {ILP} values into "
+                        "a cuda.local.array first, then store them, so that the loads are in flight together.")
+    fail(problems, "Exercise 3.5.2")
+    where = " (and in the compiled PTX)" if mode.on_gpu() else ""
+    passed(f"Exercise 3.5.2: each thread copies {ILP} elements, blockDim.x apart, for n = {n}, its {ILP} loads before its "
+           f"first store{where}{note}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,8 +250,8 @@ def check_branch_by_warp(kernel) -> None:
     for threads in (128, 64):
         blocks = -(-n // threads)
         owner = to_device(np.full(n, poison_value(np.int64), dtype=np.int64))
-        got, found = run_guarded(lambda out, x, own, b=blocks, t=threads: kernel[b, t](out, x, own),
-                                 (n,), np.float32, to_device(host), owner)
+        run = run_checked(lambda out, x, own, b=blocks, t=threads: kernel[b, t](out, x, own), (n,), np.float32, to_device(host), owner)
+        got, found = run.got, run.problems
         found += array_problems(got, expected, what=f"out (launched as [{blocks}, {threads}])", rtol=1e-6, atol=3e-7,
                                 coverage_hint="With one element per thread, warps 2p and 2p + 1 together cover elements "
                                               "64p to 64p + 63: the even ones and the odd ones.")
@@ -256,4 +272,10 @@ def check_branch_by_warp(kernel) -> None:
         if found:
             break
     fail(problems, "Exercise 3.6.1")
-    passed(f"Exercise 3.6.1: all {n} results are right, and every warp took one side of the branch.")
+    small = 200
+    arguments = [("traced", "out", np.zeros(small, np.float32)), ("traced", "x", random_array(small, np.float32, seed=362)),
+                 ("traced", "owner", np.zeros(small, np.int64))]
+    trace, note = trace_of(lambda out, x, own: kernel[-(-small // 64), 64](out, x, own), arguments)
+    problems += float64_problems(trace)
+    fail(problems, "Exercise 3.6.1")
+    passed(f"Exercise 3.6.1: all {n} results are right, and every warp took one side of the branch{note}.")

@@ -1,4 +1,10 @@
-"""Checks for the chapter 6 exercises (solutions/ch06_finite_difference.ipynb)."""
+"""Checks for the chapter 6 exercises (solutions/ch06_finite_difference.ipynb).
+
+Kernels are checked on poisoned outputs framed by guard cells sized from their launch, against the
+NumPy references of `gpucourse.finite_difference`; a trace of a small run shows float64 arithmetic
+in a float32 kernel, uncoalesced reads and shared-memory races; on a GPU racecheck and a timing
+beside the package's kernel add what only a GPU shows.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,9 @@ from ..kernels import stencil
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
+from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_of
+from .runs import race_repeats, run_checked
+from .trace import first_request_example, race_problem, uncoalesced
 
 
 def _as_floats(values, what: str, length: int) -> np.ndarray:
@@ -79,7 +88,21 @@ def check_z_derivative(deriv_z: Callable[..., object]) -> None:
             found.append("df is too large by 1/h: the coefficients from stencil.coefficients_for(f, h) already include 1/h.")
     problems += found
     fail(problems, "Exercise 6.2")
-    passed(f"Exercise 6.2: deriv_z matches the numpy.roll reference on random data, shape {shape} (tolerance {tolerance:.1e}).")
+    small = (9, 12, 40)
+    small_host = random_array(small, np.float32, seed=62)
+    arguments = [("traced", "f", small_host), ("traced", "df", np.zeros(small, np.float32)),
+                 ("value", "coefficients", stencil.coefficients_for(small_host, 1.0 / small[0]))]
+    trace, note = trace_of(deriv_z, arguments)
+    if trace is not None:
+        problems += float64_problems(trace)
+        found = uncoalesced(trace, "f", 4)
+        if found:
+            problems.append(f"the reads of f are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes "
+                            f"({found[1]:.1f} for neighbours); for example, {first_request_example(trace.accesses, 'f', small)}. "
+                            "Let x, the fastest thread index, walk the last (contiguous) axis of f[z, y, x].")
+    fail(problems, "Exercise 6.2")
+    passed(f"Exercise 6.2: deriv_z matches the numpy.roll reference on random data, shape {shape} (tolerance {tolerance:.1e}), "
+           f"its warps read neighbouring x{note}.")
 
 
 def _tile_problems(tile, shape: tuple[int, int, int], itemsize: int, device: DeviceInfo) -> list[str]:
@@ -168,7 +191,15 @@ def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) 
                              "second step must use those fixed values too.")
     problems += found
     fail(problems, "Exercise 6.4")
-    passed(f"Exercise 6.4: two steps per launch match two single steps on a {shape[0]} x {shape[1]} mesh, boundary included.")
+    small = (10, 12)
+    trace, note = trace_of(lambda u, u_new: heat_two_steps(u, u_new, d),
+                           [("traced", "u", random_array(small, np.float32, seed=65)), ("traced", "u_new", np.zeros(small, np.float32))],
+                           shared=True)
+    if trace is not None:
+        problems += [race] if (race := race_problem(trace)) else []
+        problems += float64_problems(trace)
+    fail(problems, "Exercise 6.4")
+    passed(f"Exercise 6.4: two steps per launch match two single steps on a {shape[0]} x {shape[1]} mesh, boundary included{note}.")
 
 
 def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], object]) -> None:
@@ -197,3 +228,59 @@ def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], 
         problems += found
     fail(problems, "Exercise 6.5")
     passed("Exercise 6.5: the per-point weights match the chain rule for three grids (alpha = 0.5, 0.3 and the uniform 0).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 6.6: a Jacobi sweep of the Laplace equation through a shared tile
+
+
+def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
+    """Exercise 6.6: `jacobi_sweep(a, a_new)` writes one Jacobi sweep of the interior of a into a_new, through a shared tile."""
+    from ..kernels import laplace
+
+    shape = problem_size("ch6_exercise_laplace")
+    host = random_array(shape, np.float32, seed=66, low=0.0, high=1.0)
+    initial = host.copy()
+    initial[1:-1, 1:-1] = np.nan  # the boundary of a_new holds the boundary condition; the interior is poisoned
+    want = fd.jacobi_step_reference(host)
+    a = to_device(host)
+    run = run_checked(lambda out, inp: jacobi_sweep(inp, out), shape, np.float32, a, initial=initial, repeats=race_repeats())
+    found = array_problems(run.got, want, what="a_new", rtol=0.0, atol=2e-6,  # a GPU fuses multiply-adds: not bit for bit
+                           coverage_hint="Every interior point needs a thread: cover x with the columns and y with the rows.")
+    if found and not np.isnan(run.got).all():
+        wrong = ~np.isclose(run.got, want, rtol=0.0, atol=2e-6)
+        if wrong[[0, -1], :].any() or wrong[:, [0, -1]].any():
+            found.append("boundary points changed: a sweep writes the interior only (1 <= y < ny - 1, 1 <= x < nx - 1).")
+    problems = run.problems + found
+    small = (10, 34)
+    small_host = random_array(small, np.float32, seed=67)
+    arguments = [("traced", "a", small_host), ("traced", "a_new", small_host.copy())]
+    trace, note = trace_of(jacobi_sweep, arguments, shared=True)
+    race = race_problem(trace) if trace is not None else None
+    if race:
+        fail([race] + problems, "Exercise 6.6")
+    if problems and trace is not None and "shared" not in trace.shapes:
+        problems.append("the kernel uses no shared memory: stage the block's points and a one-point halo in a cuda.shared.array tile.")
+    elif problems and found:
+        problems.append("if only points near the edges of each block are wrong, the tile's halo (one point on each side, corners "
+                        "included) was not loaded: load (BY + 2) x (BX + 2) points per block, more than one per thread.")
+    fail(problems, "Exercise 6.6")
+    checked, racecheck_note = racecheck_problems(jacobi_sweep, arguments)
+    problems += checked
+    if trace is not None:
+        problems += float64_problems(trace)
+        found_pattern = uncoalesced(trace, "a", 4)
+        if found_pattern:
+            problems.append(f"the reads of a are not coalesced: {found_pattern[0]:.1f} sectors per warp request "
+                            f"({found_pattern[1]:.1f} for neighbours); for example, {first_request_example(trace.accesses, 'a', small)}. "
+                            "Let threadIdx.x walk x, the contiguous last axis of a[y, x].")
+        if "shared" not in trace.shapes:
+            problems.append("the kernel uses no shared memory: stage the block's points and a one-point halo in a cuda.shared.array tile.")
+    fail(problems, "Exercise 6.6")
+    out = to_device(host)
+    slow, speed = speed_verdict("Exercise 6.6", "jacobi_sweep", lambda: jacobi_sweep(a, out), lambda: laplace.jacobi_shared(a, out, (32, 8)),
+                                2 * host.nbytes, host.nbytes, "Are a warp's loads of the tile coalesced, and does each block load its tile once?")
+    fail(slow, "Exercise 6.6")
+    passed(f"Exercise 6.6: the sweep matches the NumPy reference on a {shape[0]} x {shape[1]} mesh, boundary untouched, with no "
+           f"race{racecheck_note}{speed}{note}.")
+    speed_note("Exercise 6.6", "jacobi_sweep")

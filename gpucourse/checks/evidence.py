@@ -1,0 +1,67 @@
+"""The pieces a kernel exercise's check is made of, beyond right values: a trace, racecheck, speed.
+
+Each returns problems in words (an empty list when all is well) and, where useful, a phrase for
+the check's success line. They give the same verdict in both modes wherever the evidence exists in
+both (a trace runs in the simulator, in this process or replayed); what only a GPU can show (a
+timing, compute-sanitizer) is said to be judged there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .. import mode
+from .sanitizer import racecheck, racecheck_available
+from .speed import compare_speed, gpu_only_note, speed_problem
+from .trace import ReplayError, Trace, float64_message, traced_run
+
+
+def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = False) -> tuple[Trace | None, str]:
+    """A trace of `entry(*arguments)` and an empty note, or None and a note saying why it could not be traced."""
+    try:
+        return traced_run(entry, arguments, shared=shared), ""
+    except NotImplementedError:
+        raise
+    except ReplayError as exc:
+        return None, f" (its memory accesses could not be traced: {exc})"
+    except Exception as exc:  # noqa: BLE001 - the run on small data failed: the values already tell what is wrong
+        return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {str(exc)[:200]})"
+
+
+def float64_problems(trace: Trace | None) -> list[str]:
+    """The simulator's float64 evidence (traced stores); on a GPU `run_checked` reads the compiled code instead."""
+    if trace is None or not mode.is_simulator():
+        return []
+    message = float64_message(trace)
+    return [message] if message else []
+
+
+def racecheck_problems(entry: Callable, arguments: Sequence[tuple[str, str, object]]) -> tuple[list[str], str]:
+    """On a GPU, compute-sanitizer's racecheck of `entry(*arguments)`: (problems, a phrase for the success line)."""
+    if not mode.on_gpu():
+        return [], ""
+    if not racecheck_available():
+        return [], "; compute-sanitizer is not on the PATH, so racecheck did not run"
+    report = racecheck(entry, arguments)
+    if report.errors:
+        return [report.describe()], ""
+    return [], "; compute-sanitizer's racecheck found no hazard"
+
+
+def speed_note(exercise: str, what: str) -> None:
+    """In the simulator, one line after the success line: the speed of `what` is judged only on a GPU."""
+    if mode.is_simulator():
+        gpu_only_note(exercise, f"the speed of your {what}")
+
+
+def speed_verdict(exercise: str, what: str, mine: Callable[[], object], reference: Callable[[], object], bytes_moved: int,
+                  bytes_per_array: int, where_to_look: str) -> tuple[list[str], str]:
+    """On a GPU, the student's speed beside the reference and the copy ceiling: (problems, a phrase for the success line).
+
+    In the simulator nothing is timed (the check then calls `speed_note` after its success line).
+    """
+    if mode.is_simulator():
+        return [], ""
+    comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
+    problem = speed_problem(comparison, what, where_to_look)
+    return ([problem] if problem else []), "; " + comparison.summary()

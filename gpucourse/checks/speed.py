@@ -1,0 +1,89 @@
+"""How fast a student's kernel is, beside the reference and the copy ceiling, measured in one run (GPU only).
+
+Absolute times say little (they depend on the GPU); ratios measured together say a lot. `compare_speed`
+times the student's call and the reference's alternately with `gpucourse.benchmark`, takes the
+device-to-device copy ceiling of the same session, and turns a slow answer into a sentence that says
+what is slow and where to look. The arrays must not fit in the L2 cache (`check_beyond_l2`), so that
+no figure can exceed the measured ceiling. In the simulator a timing says nothing about a GPU:
+`gpu_only_note` prints one line saying that this part is judged only on a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import mode
+from ..device import current_device
+from ..timing import bandwidth_ceilings, benchmark
+
+#: A right answer need not match the reference, but it must reach this fraction of its bandwidth.
+SLOWER_THAN_REFERENCE = 0.7
+
+
+def gpu_only_note(exercise: str, what: str) -> None:
+    """In the simulator, say in one line (not a check mark) that `what` is judged only on a GPU."""
+    print(f"\u23f1 {exercise}: {what} is judged only on a GPU (simulator times are Python's, not a GPU's).")
+
+
+def check_beyond_l2(bytes_per_array: int, what: str) -> None:
+    """Refuse a timing whose arrays could live in the L2 cache (a course bug: fix the size in gpucourse.sizes)."""
+    l2 = current_device().l2_cache_bytes or 0
+    if bytes_per_array < 2 * l2:
+        raise ValueError(f"{what}: {bytes_per_array / 1e6:.1f} MB per array fits in twice the {l2 / 1e6:.0f} MB L2 cache; "
+                         "timings would exceed the memory ceiling. Use a larger size in gpucourse.sizes.")
+
+
+@dataclass(frozen=True)
+class SpeedComparison:
+    """Bandwidths (GB/s) of the student's call, the reference's, and the copy ceiling, measured together."""
+
+    mine_gbs: float
+    reference_gbs: float
+    copy_gbs: float
+
+    @property
+    def mine_fraction(self) -> float:
+        """The student's bandwidth as a fraction of the copy ceiling (at most 1)."""
+        return min(self.mine_gbs / self.copy_gbs, 1.0)
+
+    @property
+    def reference_fraction(self) -> float:
+        """The reference's bandwidth as a fraction of the copy ceiling (at most 1)."""
+        return min(self.reference_gbs / self.copy_gbs, 1.0)
+
+    @property
+    def ratio(self) -> float:
+        """Student over reference."""
+        return self.mine_gbs / self.reference_gbs
+
+    def summary(self) -> str:
+        """One phrase: both bandwidths and their share of the copy ceiling."""
+        return (f"{self.mine_gbs:.0f} GB/s = {self.mine_fraction:.0%} of the measured device-to-device copy "
+                f"(the reference: {self.reference_gbs:.0f} GB/s = {self.reference_fraction:.0%})")
+
+
+def compare_speed(mine: Callable[[], object], reference: Callable[[], object], bytes_moved: int, bytes_per_array: int,
+                  what: str, rounds: int = 3) -> SpeedComparison:
+    """Time `mine()` and `reference()` alternately (GPU only); bandwidths from `bytes_moved` per call."""
+    if mode.is_simulator():
+        raise RuntimeError("speed is compared on a GPU only")
+    check_beyond_l2(bytes_per_array, what)
+    ceiling = bandwidth_ceilings()
+    mine_ms, reference_ms = [], []
+    for _ in range(rounds):
+        mine_ms.append(benchmark(mine, repeat=7).median_ms)
+        reference_ms.append(benchmark(reference, repeat=7).median_ms)
+    mine_gbs = bytes_moved / (statistics.median(mine_ms) * 1e-3) / 1e9
+    reference_gbs = bytes_moved / (statistics.median(reference_ms) * 1e-3) / 1e9
+    return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs)
+
+
+def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str) -> str | None:
+    """Words for a student's kernel much slower than the reference (None if it keeps up)."""
+    if comparison.ratio >= SLOWER_THAN_REFERENCE:
+        return None
+    return (f"your {what} is right but slow: it reaches {comparison.mine_fraction:.0%} of the copy ceiling "
+            f"({comparison.mine_gbs:.0f} GB/s), the reference {comparison.reference_fraction:.0%} "
+            f"({comparison.reference_gbs:.0f} GB/s), measured together on this GPU. {where_to_look}")

@@ -1,0 +1,657 @@
+"""Watching a student's kernels run: which thread touches which element, between which barriers, with what type.
+
+In the simulator every CUDA thread is a Python thread, so a check can watch the kernel work.
+`traced_run` runs a student's launcher on small traced arrays and returns a `Trace`:
+
+* every element access to the traced arrays and to shared memory, with the block, the thread, how
+  many `cuda.syncthreads()` the thread had passed (its *barrier interval*) and the source line;
+* the launches made (kernel, grid, block);
+* float64 values stored into float32 arrays. The kernels are re-made with their number literals as
+  NumPy float64 / int64 scalars, so that Python's arithmetic promotes as Numba's does
+  (float32 * 2.0 and float32 * 2 are float64 in a compiled kernel; NumPy 2 would keep float32).
+
+Shared memory is poisoned (NaN, or the integer minimum) at the start of every block. From a trace,
+`sectors_per_request` counts the 32-byte sectors of each warp request (coalescing),
+`shared_passes_per_request` the bank passes, and `races` the shared-memory hazards: two threads
+touching one element in one barrier interval, one of them writing (what compute-sanitizer's
+racecheck reports on a GPU).
+
+On a GPU nothing can be watched from Python: the launcher and every function, kernel and value it
+reaches are sent to a simulator subprocess (code objects, pickled values) and traced there.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import json
+import linecache
+import marshal
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import types
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import mode
+
+# ---------------------------------------------------------------------------------------------
+# What a trace holds
+
+
+@dataclass(frozen=True)
+class Access:
+    """One element access by one simulated thread: which array, thread and element, read or write, when and where."""
+
+    array: str
+    block: tuple[int, int, int]
+    thread: tuple[int, int, int]
+    block_dim: tuple[int, int, int]
+    element: int
+    write: bool
+    sequence: int  # the how-many-th access of this thread to this array (same kind)
+    epoch: int = 0  # how many cuda.syncthreads() the thread had passed
+    where: tuple[str, int] = ("", 0)  # (file, line) of the access in the student's code
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: the kernel's name, grid and block (3 dimensions each)."""
+
+    name: str
+    blocks: tuple[int, int, int]
+    threads: tuple[int, int, int]
+
+
+@dataclass
+class Trace:
+    """Everything one traced run saw."""
+
+    accesses: list[Access]
+    launches: list[Launch] = field(default_factory=list)
+    float64_stores: dict[str, int] = field(default_factory=dict)
+    float64_lines: list[tuple[str, int]] = field(default_factory=list)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def of(self, array: str) -> list[Access]:
+        """The accesses to one array."""
+        return [a for a in self.accesses if a.array == array]
+
+
+class _AccessLog:
+    def __init__(self) -> None:
+        self.entries: list[tuple] = []
+        self.lock = threading.Lock()
+        self.float64_stores: dict[str, int] = defaultdict(int)
+        self.float64_lines: set[tuple[str, int]] = set()
+        self.launches: list[Launch] = []
+        self.shapes: dict[str, tuple[int, ...]] = {}
+
+    def add(self, array: str, index, shape, write: bool, value=None, float32: bool = False) -> None:
+        thread = threading.current_thread()
+        if not hasattr(thread, "threadIdx"):  # host code (filling, copying back) is not a CUDA thread
+            return
+        try:
+            if isinstance(index, tuple):
+                element = int(np.ravel_multi_index(tuple(int(i) for i in index), shape)) if len(shape) == len(index) else -1
+            else:
+                element = int(index)
+        except (TypeError, ValueError):  # a slice, or an index out of range (the simulator raises IndexError next)
+            element = -1
+        frame = sys._getframe(2)
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        block_dim = tuple(thread._manager._block_dim) if hasattr(thread, "_manager") else (0, 0, 0)
+        epoch = getattr(thread, "_gpucourse_epoch", 0)
+        with self.lock:
+            self.shapes[array] = tuple(shape)
+            self.entries.append((array, tuple(thread.blockIdx), tuple(thread.threadIdx), block_dim, element, write, epoch, where))
+            if write and float32 and isinstance(value, np.float64):
+                self.float64_stores[array] += 1
+                self.float64_lines.add(where)
+
+    def accesses(self) -> list[Access]:
+        counters: dict[tuple, int] = defaultdict(int)
+        result = []
+        for array, block, thread, block_dim, element, write, epoch, where in self.entries:
+            key = (array, block, thread, write)
+            result.append(Access(array, block, thread, block_dim, element, write, counters[key], epoch, where))
+            counters[key] += 1
+        return result
+
+    def trace(self) -> Trace:
+        return Trace(self.accesses(), list(self.launches), dict(self.float64_stores), sorted(self.float64_lines), dict(self.shapes))
+
+
+class _Traced(np.ndarray):
+    """A NumPy array that logs every element access made from a simulated CUDA thread."""
+
+    _log: _AccessLog | None = None
+    _name: str = "array"
+
+    def __getitem__(self, index):
+        if _Traced._log is not None and getattr(self, "_traced_shape", None) is not None:
+            _Traced._log.add(self._name, index, self._traced_shape, write=False)
+        return super().__getitem__(index)
+
+    def __setitem__(self, index, value):
+        if _Traced._log is not None and getattr(self, "_traced_shape", None) is not None:
+            _Traced._log.add(self._name, index, self._traced_shape, write=True, value=value, float32=self.dtype == np.float32)
+        super().__setitem__(index, value)
+
+
+def traced_device_array(host: np.ndarray, name: str):
+    """A simulated device array over a copy of `host` whose element accesses are logged by `trace_accesses` (simulator only)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    traced = np.array(host, copy=True).view(_Traced)
+    traced._name = name
+    traced._traced_shape = host.shape
+    return FakeCUDAArray(traced)
+
+
+def poison_fill(array: np.ndarray) -> None:
+    """Fill an array with the course's poison value (NaN for floats, the integer minimum for integers)."""
+    if array.dtype.kind in "fc":
+        array.fill(np.nan)
+    elif array.dtype.kind in "iu":
+        array.fill(np.iinfo(array.dtype).min)
+
+
+@contextlib.contextmanager
+def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[_AccessLog]:
+    """Log accesses to traced arrays (and, if `shared`, to shared arrays), barriers and launches made inside the block."""
+    if not mode.is_simulator():
+        raise RuntimeError("memory accesses can only be watched in the simulator")
+    from numba.cuda.simulator import kernel as simulated
+    from numba.cuda.simulator import kernelapi
+
+    log = _AccessLog()
+    original_array = kernelapi.FakeCUDAShared.array
+    original_sync = simulated.BlockThread.syncthreads
+    original_call = simulated.FakeCUDAKernel.__call__
+    poisoned_for: dict[int, tuple] = {}
+    poison_lock = threading.Lock()
+
+    def traced_shared(self, shape, dtype, alignment=None):
+        array = original_array(self, shape, dtype, alignment)
+        thread = threading.current_thread()
+        if poison_shared and hasattr(thread, "blockIdx"):
+            with poison_lock:  # the first thread of each block to declare it poisons it (the simulator reuses one array)
+                block = tuple(thread.blockIdx)
+                address = array.__array_interface__["data"][0]  # dynamic shared memory is a new view at each call
+                if poisoned_for.get(address) != block:
+                    poisoned_for[address] = block
+                    poison_fill(array)
+        if not shared:
+            return array
+        view = array.view(_Traced)
+        view._name = "shared"
+        view._traced_shape = array.shape
+        return view
+
+    def counted_sync(self):
+        self._gpucourse_epoch = getattr(self, "_gpucourse_epoch", 0) + 1
+        return original_sync(self)
+
+    def recorded_call(self, *args):
+        if not (self._device or simulated._kernel_context):
+            grid, block = simulated.normalize_kernel_dimensions(self.grid_dim, self.block_dim)
+            log.launches.append(Launch(getattr(self.fn, "__name__", "kernel"), tuple(grid), tuple(block)))
+            poisoned_for.clear()  # a new launch allocates its shared arrays anew
+            # Python numbers passed to a kernel are float64 and int64 there, as Numba types them
+            args = tuple(np.float64(a) if type(a) is float else np.int64(a) if type(a) is int else a for a in args)
+        return original_call(self, *args)
+
+    from ..simulation import SIMULATOR_SWITCH_INTERVAL
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, SIMULATOR_SWITCH_INTERVAL))  # threads waiting at barriers: switch often
+    _Traced._log = log
+    kernelapi.FakeCUDAShared.array = traced_shared
+    simulated.BlockThread.syncthreads = counted_sync
+    simulated.FakeCUDAKernel.__call__ = recorded_call
+    try:
+        yield log
+    finally:
+        sys.setswitchinterval(interval)
+        _Traced._log = None
+        kernelapi.FakeCUDAShared.array = original_array
+        simulated.BlockThread.syncthreads = original_sync
+        simulated.FakeCUDAKernel.__call__ = original_call
+
+
+@contextlib.contextmanager
+def poisoned_shared_memory() -> Iterator[None]:
+    """In the simulator, poison every shared array at the start of each block (a no-op on a GPU)."""
+    if not mode.is_simulator():
+        yield
+        return
+    with trace_accesses(shared=False, poison_shared=True):
+        yield
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a trace
+
+
+def _warp_requests(accesses: Sequence[Access], array: str, write: bool) -> dict[tuple, list[tuple[int, int]]]:
+    """Group accesses into warp requests: (block, warp, sequence) -> [(lane, element), ...]."""
+    requests: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+    for access in accesses:
+        if access.array != array or access.write != write or access.element < 0:
+            continue
+        bx, by, _ = access.block_dim
+        tx, ty, tz = access.thread
+        linear = tx + bx * (ty + by * tz)
+        requests[(access.block, linear // 32, access.sequence)].append((linear % 32, access.element))
+    return requests
+
+
+def sectors_per_request(accesses: Sequence[Access], array: str, itemsize: int, write: bool = False) -> float:
+    """Mean number of 32-byte sectors a warp's request to `array` touches (4 for 32 neighbouring float32)."""
+    requests = _warp_requests(accesses, array, write)
+    if not requests:
+        return 0.0
+    return sum(len({element * itemsize // 32 for _, element in lanes}) for lanes in requests.values()) / len(requests)
+
+
+def ideal_sectors_per_request(accesses: Sequence[Access], array: str, itemsize: int, write: bool = False) -> float:
+    """Mean sectors per request if each request's lanes read neighbouring elements (the coalesced minimum)."""
+    requests = _warp_requests(accesses, array, write)
+    if not requests:
+        return 0.0
+    return sum(-(-len(lanes) * itemsize // 32) for lanes in requests.values()) / len(requests)
+
+
+def shared_passes_per_request(accesses: Sequence[Access], itemsize: int = 4, write: bool = False) -> float:
+    """Mean passes per warp request to shared memory: the most different 32-bit words that share one bank."""
+    totals = []
+    for lanes in _warp_requests(accesses, "shared", write=write).values():
+        per_bank: dict[int, set[int]] = defaultdict(set)
+        for _, element in lanes:
+            word = element * itemsize // 4
+            per_bank[word % 32].add(word)
+        totals.append(max(len(words) for words in per_bank.values()))
+    return sum(totals) / len(totals) if totals else 0.0
+
+
+def first_request_example(accesses: Sequence[Access], array: str, shape: tuple[int, ...], write: bool = False) -> str:
+    """Words on the first warp request to `array` whose lanes are furthest apart: which lanes touch which elements."""
+    lanes = sorted(next(iter(_warp_requests(accesses, array, write=write).values()), []))
+    if len(lanes) < 2:
+        return ""
+    (lane0, e0), (lane1, e1) = lanes[0], lanes[1]
+    where0, where1 = np.unravel_index(e0, shape), np.unravel_index(e1, shape)
+    verb = "write" if write else "read"
+    return (f"lanes {lane0} and {lane1} of the first warp {verb} {array}[{', '.join(map(str, where0))}] and "
+            f"{array}[{', '.join(map(str, where1))}], {abs(e1 - e0)} elements apart")
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two threads of one block touching one shared element between the same two barriers, at least one writing."""
+
+    block: tuple[int, int, int]
+    element: int
+    first: Access  # the write
+    second: Access  # the other thread's access
+    hazards: int  # how many shared elements were raced on in all
+
+    def describe(self, shape: tuple[int, ...] | None = None) -> str:
+        """The race in words, naming both lines and where the barrier goes."""
+        index = ", ".join(map(str, np.unravel_index(self.element, shape))) if shape else str(self.element)
+        verb = "writes" if self.second.write else "reads"
+        w_line, o_line = self.first.where[1], self.second.where[1]
+        w_text = source_line(*self.first.where)
+        o_text = source_line(*self.second.where)
+        text = (f"thread {self.first.thread} writes shared element [{index}] at line {w_line} (`{w_text}`) and thread "
+                f"{self.second.thread} {verb} it at line {o_line} (`{o_text}`) with no cuda.syncthreads() between them "
+                f"({self.hazards} shared element(s) raced on in all). ")
+        if o_line > w_line or not w_line:
+            text += (f"A barrier is missing after line {w_line} and before line {o_line}: every thread must finish writing "
+                     "the tile before any thread reads what another wrote.")
+        else:
+            text += (f"Line {o_line} comes before line {w_line}, so the next write (a later pass of the loop) overwrites what "
+                     "another thread may still be reading: put a cuda.syncthreads() at the end of the loop body as well.")
+        return text
+
+
+def races(accesses: Sequence[Access]) -> Race | None:
+    """The first shared-memory race in a trace (None if every conflicting pair is separated by a barrier)."""
+    groups: dict[tuple, list[Access]] = defaultdict(list)
+    for access in accesses:
+        if access.array == "shared" and access.element >= 0:
+            groups[(access.block, access.element, access.epoch)].append(access)
+    found: list[tuple[Access, Access, tuple, int]] = []
+    for (block, element, _), group in groups.items():
+        writers = [a for a in group if a.write]
+        if not writers:
+            continue
+        threads = {a.thread for a in group}
+        if len(threads) < 2:
+            continue
+        write = writers[0]
+        other = next((a for a in group if a.thread != write.thread and not a.write), None) or next(a for a in group if a.thread != write.thread)
+        found.append((write, other, block, element))
+    if not found:
+        return None
+    write, other, block, element = min(found, key=lambda f: (f[2], f[0].where[1], f[1].where[1], f[3]))
+    return Race(block, element, write, other, len(found))
+
+
+def source_line(filename: str, line: int) -> str:
+    """The text of one source line (notebook cells included, where IPython keeps them), stripped."""
+    return linecache.getline(filename, line).strip() if filename and line else "?"
+
+
+# ---------------------------------------------------------------------------------------------
+# Re-making a student's code: in this process (simulator) or in another one (GPU)
+
+
+class ReplayError(RuntimeError):
+    """The code uses something that cannot be sent to another process (an open file, a lock...)."""
+
+
+_LIBRARIES = {"gpucourse", "numpy", "numba", "math", "cupy", "builtins", "functools", "itertools", "operator", "cmath"}
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names(constant)
+    return names
+
+
+class _Describer:
+    """Describe a launcher and everything it reaches, for `_rebuild` (portable: with code objects and pickles)."""
+
+    def __init__(self, portable: bool) -> None:
+        self.portable = portable
+        self.functions: dict[str, dict] = {}
+        self.globals: dict[str, tuple] = {}
+
+    def value(self, value, what: str) -> tuple:
+        if isinstance(value, types.ModuleType):
+            return ("module", value.__name__)
+        python = getattr(value, "py_func", None)
+        function = python if python is not None else value
+        if isinstance(function, types.FunctionType):
+            module = (getattr(function, "__module__", None) or "").split(".")[0]
+            if module in _LIBRARIES and "<locals>" not in function.__qualname__:
+                return ("import", function.__module__, function.__qualname__)
+            return ("function", self.function(value))
+        kind = type(value)
+        if kind.__module__.split(".")[0] == "gpucourse" and hasattr(value, "__qualname__") and "<locals>" not in value.__qualname__:
+            return ("import", value.__module__, value.__qualname__)  # a planned launcher of the package, and the like
+        if not self.portable:
+            return ("object", value)
+        try:
+            return ("value", pickle.dumps(value))
+        except Exception as exc:  # anything that cannot travel makes the replay impossible
+            raise ReplayError(f"{what} ({type(value).__name__}) cannot be sent to another process: {exc}") from exc
+
+    def function(self, value) -> str:
+        python = getattr(value, "py_func", None) or value
+        key = str(id(python))
+        if key in self.functions:
+            return key
+        if python is not value:
+            device = getattr(value, "_device", None)
+            if device is None:
+                device = bool(getattr(value, "targetoptions", {}).get("device", False))
+            kind = "device" if device else "kernel"
+        else:
+            kind = "python"
+        record: dict = {"name": python.__name__, "kind": kind, "code": marshal.dumps(python.__code__) if self.portable else python.__code__}
+        self.functions[key] = record
+        record["defaults"] = [self.value(v, f"a default argument of {python.__name__}") for v in (python.__defaults__ or ())]
+        record["closure"] = [self.value(cell.cell_contents, f"the variable {name!r} {python.__name__} uses from an enclosing function")
+                             for name, cell in zip(python.__code__.co_freevars, python.__closure__ or ())]
+        for name in sorted(_names(python.__code__)):
+            if name in self.globals or name not in python.__globals__:
+                continue
+            self.globals[name] = ("pending",)  # guards against recursion
+            self.globals[name] = self.value(python.__globals__[name], f"the global {name!r}")
+        return key
+
+
+def _typed_constants(code: types.CodeType) -> types.CodeType:
+    """The same code with float literals as numpy.float64 and int literals as numpy.int64 (Numba's literal types)."""
+    constants = []
+    for constant in code.co_consts:
+        if type(constant) is float:
+            constants.append(np.float64(constant))
+        elif type(constant) is int:
+            constants.append(np.int64(constant))
+        elif isinstance(constant, types.CodeType):
+            constants.append(_typed_constants(constant))
+        else:
+            constants.append(constant)
+    return code.replace(co_consts=tuple(constants))
+
+
+class _TypedMath:
+    """`math` as a compiled kernel types it: sin(float32) is float32, sin(float64) or sin(int) float64, math.pi float64."""
+
+    def __getattr__(self, name: str):
+        import math
+
+        value = getattr(math, name)
+        if isinstance(value, float):
+            return np.float64(value)
+        if not callable(value):
+            return value
+
+        def typed(*args):
+            result = value(*args)
+            if not isinstance(result, float):
+                return result
+            single = all(isinstance(a, np.float32) for a in args)
+            return np.float32(result) if single else np.float64(result)
+
+        return typed
+
+
+def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = None):
+    """Make the described launcher again, in a fresh namespace, its kernels compiled anew; return it."""
+    from numba import cuda
+
+    namespace: dict = {"__builtins__": builtins}
+    made: dict[str, object] = {}
+    options = dict(jit_options or {})
+
+    def materialize(description: tuple):
+        kind = description[0]
+        if kind == "module":
+            if typed_constants and description[1] == "math":
+                return _TypedMath()
+            return importlib.import_module(description[1])
+        if kind == "import":
+            target = importlib.import_module(description[1])
+            for part in description[2].split("."):
+                target = getattr(target, part)
+            return target
+        if kind == "value":
+            return pickle.loads(description[1])
+        if kind == "object":
+            return description[1]
+        if kind == "function":
+            return build(description[1])
+        raise ReplayError(f"cannot rebuild {description!r}")
+
+    def build(key: str):
+        if key in made:
+            return made[key]
+        record = payload["functions"][key]
+        code = record["code"]
+        code = marshal.loads(code) if isinstance(code, bytes) else code
+        if typed_constants and record["kind"] != "python":
+            code = _typed_constants(code)
+        cells = tuple(types.CellType() for _ in record["closure"])
+        function = types.FunctionType(code, namespace, record["name"], None, cells or None)
+        if record["kind"] == "kernel":
+            result = cuda.jit(**options)(function)
+        elif record["kind"] == "device":
+            result = cuda.jit(device=True, **options)(function)
+        else:
+            result = function
+        made[key] = result
+        function.__defaults__ = tuple(materialize(d) for d in record["defaults"]) or None
+        for cell, description in zip(cells, record["closure"]):
+            cell.cell_contents = materialize(description)
+        return result
+
+    for name, description in payload["globals"].items():
+        if description[0] != "pending":
+            namespace[name] = materialize(description)
+    return materialize(payload["entry"])
+
+
+def describe_launcher(entry: Callable, portable: bool) -> dict:
+    """A launcher and everything it reaches, described for `_rebuild`."""
+    describer = _Describer(portable)
+    entry_description = describer.value(entry, "the function checked")
+    return {"functions": describer.functions, "globals": describer.globals, "entry": entry_description}
+
+
+def _prepared(arguments: Sequence[tuple[str, str, object]]) -> list:
+    return [traced_device_array(value, name) if kind == "traced" else value for kind, name, value in arguments]
+
+
+def _trace_here(payload: dict, arguments, shared: bool) -> Trace:
+    """Rebuild and run the launcher in this (simulator) process, traced."""
+    launcher = _rebuild(payload, typed_constants=True)
+    prepared = _prepared(arguments)
+    with trace_accesses(shared=shared) as log:
+        launcher(*prepared)
+    return log.trace()
+
+
+def _trace_to_json(trace: Trace) -> str:
+    return json.dumps({
+        "accesses": [[a.array, a.block, a.thread, a.block_dim, a.element, a.write, a.sequence, a.epoch, a.where] for a in trace.accesses],
+        "launches": [[x.name, x.blocks, x.threads] for x in trace.launches],
+        "float64_stores": trace.float64_stores,
+        "float64_lines": trace.float64_lines,
+        "shapes": trace.shapes,
+    })
+
+
+def _trace_from_json(text: str) -> Trace:
+    data = json.loads(text)
+    accesses = [Access(r[0], tuple(r[1]), tuple(r[2]), tuple(r[3]), r[4], r[5], r[6], r[7], tuple(r[8])) for r in data["accesses"]]
+    launches = [Launch(r[0], tuple(r[1]), tuple(r[2])) for r in data["launches"]]
+    shapes = {name: tuple(shape) for name, shape in data["shapes"].items()}
+    return Trace(accesses, launches, data["float64_stores"], [tuple(w) for w in data["float64_lines"]], shapes)
+
+
+_REPLAY_SCRIPT = r"""
+import pickle, sys
+import gpucourse
+from gpucourse.checks import trace
+job = pickle.loads(sys.stdin.buffer.read())
+result = trace._trace_here(job["payload"], job["arguments"], job["shared"])
+sys.stdout.write("TRACE" + trace._trace_to_json(result))
+"""
+
+
+def replayed_trace(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = True) -> Trace:
+    """Run `entry(*arguments)` in a simulator subprocess and return what was traced there."""
+    payload = describe_launcher(entry, portable=True)
+    job = {"payload": payload, "arguments": list(arguments), "shared": shared}
+    environment = {**os.environ, "GPUCOURSE_MODE": "simulator", "NUMBA_ENABLE_CUDASIM": "1"}
+    done = subprocess.run([sys.executable, "-c", _REPLAY_SCRIPT], input=pickle.dumps(job), capture_output=True, env=environment, timeout=600)
+    output = done.stdout.decode()
+    if done.returncode != 0 or "TRACE" not in output:
+        raise ReplayError(f"the replay in the simulator failed: {done.stderr.decode()[-1500:]}")
+    return _trace_from_json(output.split("TRACE", 1)[1])
+
+
+def traced_run(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = True) -> Trace:
+    """What `entry(*arguments)` does, traced: in this process in the simulator, replayed in a simulator process on a GPU.
+
+    `arguments`: ("traced", name, host array) for arrays to watch, ("value", name, value) for the rest.
+    """
+    if mode.on_gpu():
+        return replayed_trace(entry, arguments, shared)
+    return _trace_here(describe_launcher(entry, portable=False), arguments, shared)
+
+
+def float64_message(trace: Trace) -> str | None:
+    """Words for float64 arithmetic seen in a trace of a float32 kernel (None if there is none)."""
+    if not trace.float64_stores:
+        return None
+    lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_lines[:3])
+    return float64_advice(f"float64 values were stored into a float32 array at {lines}")
+
+
+def float64_advice(evidence: str) -> str:
+    """The advice that goes with float64 arithmetic found in a float32 kernel."""
+    return (f"{evidence}: the kernel computes in float64, which is 2x to 64x slower than float32 on most GPUs. In a "
+            "compiled kernel a Python literal is float64 (2.0) or int64 (2), and float32 * float64 or float32 * int64 is "
+            "float64; so is a Python float passed as an argument. Write float32(2.0) (from numba import float32) or pass "
+            "numpy.float32 values.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging a trace: the checks' verdicts in words
+
+
+def uncoalesced(trace: Trace, array: str, itemsize: int, write: bool = False) -> tuple[float, float] | None:
+    """(sectors, ideal) per warp request to `array` when they are well above the coalesced minimum, else None.
+
+    The ideal of a request is the sectors its lanes would touch if they read neighbouring elements
+    from the same first element; a broadcast (every lane one element) is below it.
+    """
+    requests = _warp_requests(trace.accesses, array, write)
+    if not requests:
+        return None
+    actual = ideal = 0.0
+    for lanes in requests.values():
+        elements = [e for _, e in lanes]
+        actual += len({e * itemsize // 32 for e in elements})
+        start = min(elements)
+        ideal += len({(start + k) * itemsize // 32 for k in range(len(elements))})
+    actual, ideal = actual / len(requests), ideal / len(requests)
+    return (actual, ideal) if actual > 1.5 * ideal + 0.5 else None
+
+
+def rewritten(trace: Trace, array: str) -> tuple[int, int]:
+    """(elements of `array` written more than once, the most writes of one element)."""
+    counts: dict[int, int] = defaultdict(int)
+    for access in trace.accesses:
+        if access.array == array and access.write and access.element >= 0:
+            counts[access.element] += 1
+    repeated = [c for c in counts.values() if c > 1]
+    return len(repeated), max(repeated, default=1)
+
+
+def loads_before_first_store(trace: Trace, loaded: str, stored: str, per_thread: int) -> int | None:
+    """Fewest loads from `loaded` a thread makes before its first store to `stored`, among threads making `per_thread` loads."""
+    events: dict[tuple, list[bool]] = defaultdict(list)
+    for access in trace.accesses:
+        if access.array == loaded and not access.write:
+            events[(access.block, access.thread)].append(False)
+        elif access.array == stored and access.write:
+            events[(access.block, access.thread)].append(True)
+    counts = []
+    for sequence in events.values():
+        if sequence.count(False) < per_thread:
+            continue  # a thread at the end of the array: it may copy fewer
+        counts.append(sequence.index(True) if True in sequence else len(sequence))
+    return min(counts) if counts else None
+
+
+def race_problem(trace: Trace) -> str | None:
+    """Words for the first shared-memory race of a trace (None if there is none)."""
+    race = races(trace.accesses)
+    return None if race is None else "a race on shared memory: " + race.describe(trace.shapes.get("shared"))
+
