@@ -246,6 +246,21 @@ class CuPyLaunch:
         self._kernel(self.blocks, self.threads, self._args, stream=STREAMS.cupy(handle))
 
 
+class LibraryLaunch:
+    """A library call (a cuFFT transform, say) queued on a plan's stream: subclasses define `name` and `launch(handle)`.
+
+    A plan builder may return these beside bound kernels; the plan launches them in order on one
+    stream, and a graph captures them like kernels.
+    """
+
+    __slots__ = ()
+    name = "library call"
+
+    def launch(self, handle: int = 0) -> None:  # pragma: no cover - abstract
+        """Queue the call on the stream with integer handle `handle`."""
+        raise NotImplementedError
+
+
 def bind(kernel, blocks, threads, *args, shared_bytes: int = 0) -> BoundKernel:
     """Compile `kernel` for `args`, resolve its launch configuration and marshal the arguments, once."""
     return BoundKernel(kernel, blocks, threads, args, shared_bytes)
@@ -407,7 +422,7 @@ def _launches_of(built) -> list:
     """The bound launches a builder returned: one, a sequence, or a plan (flattened)."""
     if isinstance(built, Plan):
         return list(built.launches)
-    if isinstance(built, (BoundKernel, CuPyLaunch)):
+    if isinstance(built, (BoundKernel, CuPyLaunch, LibraryLaunch)):
         return [built]
     if isinstance(built, (tuple, list)):
         return [launch for item in built for launch in _launches_of(item)]
