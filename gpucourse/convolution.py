@@ -122,6 +122,16 @@ def make_pipeline(plane_shape: tuple[int, int], planes: int, streams: int, dtype
         np.multiply(a0, p + 1, out=a[p])
         b[p] = np.roll(b0, p, axis=1)
     c[...] = np.nan
+    return with_streams(a, b, c, streams)
+
+
+def with_streams(a: np.ndarray, b: np.ndarray, c: np.ndarray, streams: int) -> ConvolutionPipeline:
+    """A pipeline over existing pinned stacks with `streams` streams, each with its device planes and compute plan."""
+    from numba import cuda
+
+    if streams < 1:
+        raise LaunchConfigError(f"streams must be at least 1; got {streams}")
+    plane_shape, dtype = a.shape[1:], a.dtype
     xp = array_module()
     a_dev, b_dev = xp.empty((streams, *plane_shape), dtype), xp.empty((streams, *plane_shape), dtype)
     if mode.is_simulator():

@@ -229,17 +229,14 @@ _PLAN_STATS = {"made": 0, "reused": 0}
 
 
 def plan_parameters(spec: TransformSpec) -> dict:
-    """The arguments of cufftPlanMany for `spec`: lengths, embeddings, strides, distances, type and batch.
+    """The arguments of cufftPlanMany for `spec`: lengths, embeddings, strides, distances, cuFFT's type name and batch.
 
     Element m of transform b is read at ``b * idist + m * istride`` (m the flat index within one
     transform, inembed its shape). Trailing axes: the transforms lie one after another (stride 1).
     Leading axes (C2C only): the transforms interleave, transform b is "column" b and its
     consecutive elements sit `batch` values apart. These are the values cupyx.scipy.fft.get_fft_plan computes.
     """
-    from cupy.cuda import cufft
-
-    types = {("C2C", 8): cufft.CUFFT_C2C, ("C2C", 16): cufft.CUFFT_Z2Z, ("R2C", 4): cufft.CUFFT_R2C,
-             ("R2C", 8): cufft.CUFFT_D2Z, ("C2R", 8): cufft.CUFFT_C2R, ("C2R", 16): cufft.CUFFT_Z2D}
+    types = {("C2C", 8): "C2C", ("C2C", 16): "Z2Z", ("R2C", 4): "R2C", ("R2C", 8): "D2Z", ("C2R", 8): "C2R", ("C2R", 16): "Z2D"}
     in_dims = tuple(spec.in_shape[a] for a in spec.axes)
     out_dims = tuple(spec.out_shape[a] for a in spec.axes)
     batch = spec.batch
@@ -264,11 +261,12 @@ def _make_cufft_plan(spec: TransformSpec):
     from cupy.cuda import cufft
 
     p = plan_parameters(spec)
+    fft_type = getattr(cufft, f"CUFFT_{p['fft_type']}")
     if len(spec.axes) == 1 and spec.layout == "trailing":  # cufftPlan1d: contiguous transforms, one after another
-        return cufft.Plan1d(p["lengths"][0], p["fft_type"], p["batch"])
+        return cufft.Plan1d(p["lengths"][0], fft_type, p["batch"])
     last_size = spec.out_shape[-1] if spec.kind != "C2C" else None
     return cufft.PlanNd(p["lengths"], p["inembed"], p["istride"], p["idist"], p["onembed"], p["ostride"], p["odist"],
-                        p["fft_type"], p["batch"], "C", spec.axes[-1], last_size)
+                        fft_type, p["batch"], "C", spec.axes[-1], last_size)
 
 
 def cufft_plan(spec: TransformSpec, slot: int = 0):
@@ -470,8 +468,11 @@ def measure_transform(shape: Sequence[int], dtype, kind: str = "C2C", axes=None,
 
 def plan_creation_ms(shape: Sequence[int], dtype, kind: str = "C2C", axes=None) -> float:
     """Wall-clock ms to make a new cuFFT plan for this transform (GPU only: the simulator has no plans)."""
-    require_cupy("Timing cuFFT plan creation")
-    x, out = transform_arrays(shape, dtype, kind)
+    cupy = require_cupy("Timing cuFFT plan creation")
+    in_shape = half_spectrum_shape(shape) if kind == "C2R" else tuple(shape)
+    in_dtype = complex_dtype(dtype) if kind != "R2C" else real_dtype(dtype)
+    x = cupy.empty(in_shape, in_dtype)  # a plan depends on shapes and dtypes only: no data needed
+    out = cupy.empty(tuple(shape) if kind != "R2C" else half_spectrum_shape(shape), output_dtype(in_dtype, kind))
     spec = spec_for(x, out, kind, axes)
     synchronize()
     start = time.perf_counter()

@@ -154,7 +154,7 @@ SIZES: dict[str, Size] = {
                             unit="(ny, nx) of the C2C plans whose creation is timed (GPU only)"),
     "ch7_fast_sizes": Size(gpu=(4096, 4095, 4097, 4099, 4100), simulator=(16, 17), unit="1D lengths (x 1024 batches) timed against the fast sizes"),
     "ch7_spectral_grid": Size(gpu=256, simulator=12, unit="points per side of the cube for the time per derivative"),
-    "ch7_convergence_sizes": Size(gpu=(12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512), simulator=(12, 16, 24, 32),
+    "ch7_convergence_sizes": Size(gpu=(12, 16, 24, 32, 48, 64, 96, 128, 256), simulator=(12, 16, 24, 32),
                                   unit="points per period in the error-against-n study"),
     "ch7_convolution": Size(gpu=((512, 512), 196, 4), simulator=((8, 8), 8, 4),
                             unit="(plane shape, planes, streams); the book: 512 x 512 x 196, 4 streams"),

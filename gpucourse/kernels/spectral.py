@@ -290,8 +290,8 @@ s = (k2 == (real_t)0) ? complex_t(0, 0) : s * (-scale / k2);
 @functools.cache
 def _elementwise_kernel(dtype_name: str):
     cupy = require_cupy("A CuPy ElementwiseKernel")
-    real, complex_type = ("float", "complex<float>") if dtype_name == "complex64" else ("double", "complex<double>")
-    body = f"typedef {real} real_t; typedef {complex_type} complex_t;\n" + ELEMENTWISE_BODY
+    real, c_real = ("float32", "float") if dtype_name == "complex64" else ("float64", "double")
+    body = f"typedef {c_real} real_t; typedef complex<{c_real}> complex_t;\n" + ELEMENTWISE_BODY
     return cupy.ElementwiseKernel(f"int64 m, int64 ny, {real} kx_unit, {real} ky_unit, {real} scale",
                                   f"{dtype_name} s", body, f"gpucourse_poisson_{dtype_name}")
 
