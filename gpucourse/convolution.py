@@ -253,18 +253,59 @@ def run(p: ConvolutionPipeline, schedule: str) -> float:
     return float("nan") if schedule == "I/O only" else max_relative_error(p)
 
 
+def time_run(run_once: Callable[[], object], repeat: int | None = None) -> Timing:
+    """Time a whole loop over the planes, ms per run: CUDA events before and after each plain run, median of `repeat`.
+
+    No gate here (`gpucourse.benchmark` holds the GPU until the host has queued everything): one run
+    queues thousands of operations, more than a stream's queue holds, so the host would wait on a
+    full queue behind a closed gate. A run lasts tens of milliseconds and the host issues it faster
+    than the GPU executes it, so the events measure the GPU's time, as a program running the loop sees it.
+    """
+    if mode.is_simulator():
+        return benchmark(run_once, repeat=repeat, warmup=1)
+    from .timing import back_to_back_us
+
+    run_once()  # warm-up: every plan made, every kernel loaded
+    samples = tuple(back_to_back_us(run_once, calls=1) / 1e3 for _ in range(repeat or 10))
+    return Timing(samples, 1, "CUDA events around each run (no gate: see convolution.time_run)", back_to_back_ms=float(np.median(samples)))
+
+
 def time_schedules(p: ConvolutionPipeline, repeat: int | None = None) -> dict[str, Timing]:
     """Time each loop as a whole (every copy and transform of every plane), ms per run."""
-    return {name: benchmark(lambda loop=loop: loop(p), repeat=repeat, warmup=1) for name, loop in SCHEDULES.items()}
+    return {name: time_run(lambda loop=loop: loop(p), repeat) for name, loop in SCHEDULES.items()}
 
 
 def record_timeline(p: ConvolutionPipeline, schedule: str, planes: int | None = None) -> Timeline:
-    """Run `schedule` on the first `planes` planes with a span around every copy and compute; return the Timeline."""
+    """Run `schedule` on the first `planes` planes with a span around every copy and compute; return the Timeline.
+
+    On a GPU the streams are held (behind the gate kernel of `gpucourse.timing`, on the legacy default
+    stream, which the pipeline's streams wait for) until the host has queued every operation and
+    its events: recording an event costs the host microseconds, and a timeline paced by the host
+    would show the host, not the GPU. The queued planes must fit in the streams' queues: keep `planes` small.
+    """
     if planes is not None and planes < p.planes:
         p = ConvolutionPipeline(p.a[:planes], p.b[:planes], p.c[:planes], p.a_dev, p.b_dev, p.streams, p.computes, p.timeline_streams)
-    recorder = TimelineRecorder()
-    SCHEDULES[schedule](p, recorder)
-    return recorder.finish()
+    if mode.is_simulator():
+        recorder = TimelineRecorder()
+        SCHEDULES[schedule](p, recorder)
+        return recorder.finish()
+    import cupy
+    from numba import cuda
+
+    from .errors import TimingError
+    from .timing import _gate_for_device
+
+    gate = _gate_for_device(cuda.get_current_device().id)
+    gate.close(cupy.cuda.Stream.null, 5000.0)
+    try:
+        recorder = TimelineRecorder()  # its origin event waits behind the gate too
+        SCHEDULES[schedule](p, recorder)
+    finally:
+        gate.open()
+    timeline = recorder.finish()
+    if gate.timed_out():
+        raise TimingError(f"the gate held the streams for 5 s while the host queued {p.planes} planes: record fewer planes")
+    return timeline
 
 
 # ---------------------------------------------------------------------------------------------

@@ -230,7 +230,7 @@ def convolution(out_dir: Path) -> None:
     sweep = {}
     for count in gpucourse.problem_size("ch7_stream_counts"):
         p = conv.with_streams(pipeline.a, pipeline.b, pipeline.c, count)
-        sweep[count] = gpucourse.benchmark(lambda p=p: conv.multi_stream(p), repeat=5, warmup=1).median_ms
+        sweep[count] = conv.time_run(lambda p=p: conv.multi_stream(p), repeat=5).median_ms
         log(f"  {count} stream(s): {sweep[count]:.3f} ms")
     RESULTS["convolution"] = {
         "describe": conv.describe(pipeline), "errors": errors, "times": {k: timing_dict(v) for k, v in times.items()},

@@ -14,7 +14,9 @@ number j for j <= ny / 2 and j - ny above (the FFT's order).
   `book_poisson_divide` (wave numbers read from arrays) and `book_complex_to_real`.
 * `poisson_elementwise` (GPU only): the same division as a CuPy ElementwiseKernel.
 
-Wave numbers are computed from the indices inside the kernels (one multiply), not read from arrays.
+Wave numbers are computed from the indices inside the kernels (one multiply), not read from arrays,
+and array indices go through chapter 6's `nonneg` (unsigned: Numba then skips its test for negative
+indices, which costs instructions at every access).
 Every scalar argument has the data's precision: a float64 scalar would make the float32 kernels
 compute in float64, the trap the book warns about with cmplx(0., kx).
 """
@@ -31,6 +33,7 @@ from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import STREAMS, LibraryLaunch, bind, planned
 from ..validate import check_blocks, check_device_array, check_threads_per_block
+from .stencil import nonneg
 
 #: Threads per block of the spectrum kernels: 32 along the contiguous axis, 8 rows.
 BLOCK = (32, 8)
@@ -69,11 +72,11 @@ def derivative_spectrum_kernel(dtype_name: str):
         else:
             factor = -(k * k) * norm
         for r in range(cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y, rows, cuda.gridDim.y * cuda.blockDim.y):
-            v = spectrum[r, i]
+            v = spectrum[nonneg(r), nonneg(i)]
             if order == 1:  # (a + ib) * i f = -b f + i a f
-                out[r, i] = make(complex(-v.imag * factor, v.real * factor))
+                out[nonneg(r), nonneg(i)] = make(complex(-v.imag * factor, v.real * factor))
             else:
-                out[r, i] = v * factor
+                out[nonneg(r), nonneg(i)] = v * factor
 
     return derivative_spectrum
 
@@ -95,9 +98,9 @@ def poisson_spectrum_kernel(dtype_name: str):
             ky = ky_unit * real(j if 2 * j <= ny else j - ny)  # rows above ny/2 hold negative wave numbers
             k2 = kx2 + ky * ky
             if k2 == real(0):  # the mean: any constant solves the equation; choose zero mean
-                out[j, i] = make(0)
+                out[nonneg(j), nonneg(i)] = make(0)
             else:
-                out[j, i] = spectrum[j, i] * (-scale / k2)
+                out[nonneg(j), nonneg(i)] = spectrum[nonneg(j), nonneg(i)] * (-scale / k2)
 
     return poisson_spectrum
 
@@ -109,7 +112,7 @@ def multiply_spectra_kernel(a, b, scale):
     rows, cols = b.shape
     if i < cols:
         for j in range(cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y, rows, cuda.gridDim.y * cuda.blockDim.y):
-            b[j, i] = a[j, i] * b[j, i] * scale
+            b[nonneg(j), nonneg(i)] = a[nonneg(j), nonneg(i)] * b[nonneg(j), nonneg(i)] * scale
 
 
 @functools.cache
