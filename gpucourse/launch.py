@@ -107,12 +107,19 @@ class _Streams:
         return stream
 
     def cupy(self, handle: int):
-        """A CuPy stream object for `handle` (cached), for CuPy kernels in a plan."""
+        """A CuPy stream object for `handle`, for CuPy kernels and library calls in a plan (cached)."""
+        import cupy
+
+        current = cupy.cuda.get_current_stream()
+        if current.ptr == handle:  # the usual case: a plan launches on CuPy's current stream
+            return current
         stream = self._cupy.get(handle)
         if stream is None:
-            import cupy
+            import warnings
 
-            stream = self._cupy[handle] = cupy.cuda.Stream.null if handle == 0 else cupy.cuda.ExternalStream(handle)
+            with warnings.catch_warnings():  # CuPy 14 deprecates ExternalStream; it remains the way to wrap a raw handle
+                warnings.simplefilter("ignore", DeprecationWarning)
+                stream = self._cupy[handle] = cupy.cuda.Stream.null if handle == 0 else cupy.cuda.ExternalStream(handle)
         return stream
 
     def order(self, before: int, after: int) -> None:
@@ -244,6 +251,21 @@ class CuPyLaunch:
     def launch(self, handle: int = 0) -> None:
         """Queue the kernel on the stream with integer handle `handle`."""
         self._kernel(self.blocks, self.threads, self._args, stream=STREAMS.cupy(handle))
+
+
+class LibraryLaunch:
+    """A library call (a cuFFT transform, say) queued on a plan's stream: subclasses define `name` and `launch(handle)`.
+
+    A plan builder may return these beside bound kernels; the plan launches them in order on one
+    stream, and a graph captures them like kernels.
+    """
+
+    __slots__ = ()
+    name = "library call"
+
+    def launch(self, handle: int = 0) -> None:  # pragma: no cover - abstract
+        """Queue the call on the stream with integer handle `handle`."""
+        raise NotImplementedError
 
 
 def bind(kernel, blocks, threads, *args, shared_bytes: int = 0) -> BoundKernel:
@@ -407,7 +429,7 @@ def _launches_of(built) -> list:
     """The bound launches a builder returned: one, a sequence, or a plan (flattened)."""
     if isinstance(built, Plan):
         return list(built.launches)
-    if isinstance(built, (BoundKernel, CuPyLaunch)):
+    if isinstance(built, (BoundKernel, CuPyLaunch, LibraryLaunch)):
         return [built]
     if isinstance(built, (tuple, list)):
         return [launch for item in built for launch in _launches_of(item)]

@@ -140,6 +140,38 @@ SIZES: dict[str, Size] = {
     "ch6_laplace_run": Size(gpu=((4096, 4096), 1000, 10), simulator=((10, 12), 8, 4),
                             unit="((ny, nx), sweeps, sweeps between residual checks) of the end-to-end run"),
     "ch6_heat_steps": Size(gpu=(1, 2, 3, 4, 5, 6, 7, 8), simulator=(1, 2, 3), unit="time steps per launch (s) to compare"),
+    # --- Chapter 7: FFT -----------------------------------------------------------------------
+    # 4096^2 float32 is 64 MiB a mesh and 64 MiB a half spectrum, beyond an H100's 50 MiB L2.
+    "ch7_book_points": Size(gpu=16, simulator=16, unit="points of the book's first transform (cos 2x + sin 3x)"),
+    "ch7_book_derivative_points": Size(gpu=8, simulator=8, unit="points of the book's spectral derivative"),
+    "ch7_transforms": Size(
+        gpu=(("C2C", (1024, 1024), "complex128"), ("C2C", (1024, 1024), "complex64"), ("C2C", (4096, 4096), "complex64"),
+             ("R2C", (4096, 4096), "float32"), ("C2R", (4096, 4096), "float32"), ("C2C", (4096, 4096), "complex128"),
+             ("R2C", (256, 256, 256), "float32"), ("C2C", (1 << 24,), "complex64")),
+        simulator=(("C2C", (16, 16), "complex128"), ("C2C", (16, 16), "complex64"), ("R2C", (16, 16), "float32"),
+                   ("C2R", (16, 16), "float32"), ("R2C", (8, 8, 8), "float32")),
+        unit="(kind, shape of the real side, dtype) of each transform in the table"),
+    "ch7_batched": Size(gpu=(256, 512, 512), simulator=(4, 8, 8), unit="(batch, ny, nx): batched 2D transforms against a loop of single ones"),
+    "ch7_strided": Size(gpu=(4096, 4096), simulator=(16, 12), unit="(ny, nx): 1D transforms down the columns, strided against transposed"),
+    "ch7_plan_shapes": Size(gpu=((1024, 1024), (4096, 4096), (3000, 3000), (4099, 4099)), simulator=((16, 16),),
+                            unit="(ny, nx) of the C2C plans whose creation is timed (GPU only)"),
+    "ch7_fast_sizes": Size(gpu=(4096, 4095, 4097, 4099, 4100), simulator=(16, 17), unit="1D lengths (x 1024 batches) timed against the fast sizes"),
+    "ch7_spectral_grid": Size(gpu=256, simulator=12, unit="points per side of the cube for the time per derivative"),
+    "ch7_convergence_sizes": Size(gpu=(12, 16, 24, 32, 48, 64, 96, 128, 256), simulator=(12, 16, 24, 32),
+                                  unit="points per period in the error-against-n study"),
+    "ch7_convolution": Size(gpu=((512, 512), 196, 4), simulator=((8, 8), 8, 4),
+                            unit="(plane shape, planes, streams); the book: 512 x 512 x 196, 4 streams"),
+    "ch7_timeline_planes": Size(gpu=12, simulator=4, unit="planes drawn on the convolution timelines"),
+    "ch7_stream_counts": Size(gpu=(1, 2, 3, 4, 8), simulator=(1, 2), unit="streams of the multi-stream loop in the sweep"),
+    "ch7_poisson": Size(gpu=4096, simulator=16, unit="points per side of the timed Poisson solve (float32)"),
+    "ch7_poisson_book": Size(gpu=1024, simulator=32, unit="points per side of the book's problem (the book: 1024, float64)"),
+    "ch7_poisson_sizes": Size(gpu=(64, 128, 256, 512, 1024, 2048, 4096), simulator=(8, 16), unit="points per side: solve against FFTs"),
+    "ch7_poisson_convergence": Size(gpu=(8, 12, 16, 24, 32, 48, 64, 96, 128), simulator=(8, 12, 16), unit="points per side, smooth problem"),
+    "ch7_repeat": Size(gpu=20, simulator=1, unit="timed samples per measurement"),
+    "ch7_test_shape": Size(gpu=(24, 40, 64), simulator=(3, 5, 16), unit="(nz, ny, nx) of the derivative tests"),
+    "ch7_test_mesh": Size(gpu=(96, 160), simulator=(12, 20), unit="(ny, nx) of the Poisson and transform tests"),
+    "ch7_exercise_spectrum": Size(gpu=(30, 130), simulator=(5, 18), unit="(rows, n) of the derivative-spectrum exercise"),
+    "ch7_exercise_mesh": Size(gpu=(72, 100), simulator=(10, 14), unit="(ny, nx) of the Poisson-division exercise"),
 }
 
 

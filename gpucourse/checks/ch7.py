@@ -1,0 +1,231 @@
+"""Checks for the chapter 7 exercises (solutions/ch07_fft.ipynb)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import book, fft
+from .. import convolution as conv
+from ..arrays import random_array, to_device
+from ..simulation import paced
+from ..sizes import problem_size
+from . import CheckFailed, array_problems, fail, passed, run_guarded
+
+# --- 7.1 --------------------------------------------------------------------------------------------
+
+FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 97, 121, 1000, 1023, 2049, 4097, 4099, 6000, 10007, 16385, 65537)
+
+
+def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
+    """Exercise 7.1: `next_fast_size(n)` returns the smallest m >= n whose only prime factors are 2, 3, 5 and 7."""
+    problems = []
+    for n in FAST_SIZE_CASES:
+        want = fft.next_fast_size(n)
+        try:
+            got = next_fast_size(n)
+        except NotImplementedError:  # the student's stub: let its hint through
+            raise
+        except Exception as exc:  # any exception is a wrong answer, reported in words
+            problems.append(f"next_fast_size({n}) raised {type(exc).__name__}: {exc}")
+            continue
+        if not isinstance(got, (int, np.integer)):
+            problems.append(f"next_fast_size({n}) should return an int; got {got!r}")
+            continue
+        got = int(got)
+        if got == want:
+            continue
+        if got < n:
+            problems.append(f"next_fast_size({n}) = {got} is smaller than n: the transform must hold all n points (pad, never cut).")
+        elif got == 1 << (n - 1).bit_length() and got > want:
+            problems.append(f"next_fast_size({n}) = {got}, a power of two; {want} = {_factors(want)} is smaller and as fast: "
+                            "cuFFT's fast kernels cover factors 3, 5 and 7 too.")
+        elif got < want:
+            problems.append(f"next_fast_size({n}) = {got} = {_factors(got)}: a factor other than 2, 3, 5, 7 slips through.")
+        elif fft.is_fast_size(n) and got > n:
+            problems.append(f"next_fast_size({n}) = {got}, but {n} = {_factors(n)} is fast already: return n itself.")
+        else:
+            problems.append(f"next_fast_size({n}) = {got}; expected {want} = {_factors(want)}.")
+    fail(problems, "Exercise 7.1")
+    passed(f"Exercise 7.1: next_fast_size is right for {len(FAST_SIZE_CASES)} sizes, from 1 to {FAST_SIZE_CASES[-1]}.")
+
+
+def _factors(n: int) -> str:
+    parts, p = [], 2
+    while n > 1 and p * p <= n:
+        while n % p == 0:
+            parts.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        parts.append(n)
+    return " x ".join(str(v) for v in parts) or "1"
+
+
+# --- 7.2 --------------------------------------------------------------------------------------------
+
+
+def _derivative_reference(spectrum: np.ndarray, n: int, length: float) -> np.ndarray:
+    k = fft.wavenumbers(n, length, half=True)
+    factor = 1j * k / n
+    if n % 2 == 0:
+        factor[-1] = 0
+    return (spectrum.astype(np.complex128) * factor).astype(spectrum.dtype)
+
+
+def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> None:
+    """Exercise 7.2: `derivative_spectrum(spectrum, out, n, length)` writes i k spectrum / n (Nyquist column zeroed) into out."""
+    rows, n_even = problem_size("ch7_exercise_spectrum")
+    problems: list[str] = []
+    for n, length in ((n_even, 3.0), (n_even + 1, 2 * np.pi)):
+        columns = n // 2 + 1
+        host = random_array((rows, columns), np.complex64, seed=n)
+        want = _derivative_reference(host, n, length)
+        got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns), np.complex64,
+                                        to_device(host))
+        where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}), length = {length:.4g}"
+        wrong = array_problems(got, want, what=f"out ({where})", rtol=1e-5, atol=1e-6 * float(np.abs(want).max()),
+                               coverage_hint="Every (row, column) of the half spectrum needs a thread.")
+        if wrong and not np.isnan(got).any():
+            wrong.append(_diagnose_derivative(got, host, want, n, length))
+        problems += found + wrong
+        if problems:
+            break
+    fail(problems, "Exercise 7.2")
+    passed("Exercise 7.2: i k f / n with the Nyquist column zeroed, for an even and an odd n, on random spectra.")
+
+
+def _diagnose_derivative(got: np.ndarray, host: np.ndarray, want: np.ndarray, n: int, length: float) -> str:
+    def near(candidate) -> bool:
+        return bool(np.allclose(got, candidate, rtol=1e-4, atol=1e-6 * float(np.abs(candidate).max() + 1e-30)))
+
+    k = fft.wavenumbers(n, length, half=True)
+    if near(want * n):
+        return "the values are n times too large: divide by n (the inverse transform does not)."
+    if near(-want):
+        return "the sign is wrong: the derivative of exp(i k x) is +i k exp(i k x)."
+    if near(want / 1j):
+        return "the factor is real: multiply by i k (swap the parts and change one sign: (a + ib) i k = -b k + i a k)."
+    if near(want * length / (2 * np.pi)):
+        return f"the wave numbers lack the factor 2 pi / length = {2 * np.pi / length:.4g}: column i holds k = 2 pi i / length."
+    if n % 2 == 0 and near(host * (1j * k / n)):
+        return "only the last (Nyquist) column is wrong: for even n its derivative term must be zero."
+    if n % 2 == 1:
+        zeroed = host * (1j * k / n)
+        zeroed[:, -1] = 0
+        if near(zeroed):
+            return "for odd n the last column is an ordinary wave number, (n - 1) / 2: only even n has a Nyquist column to zero."
+    return "compare with out[r, i] = spectrum[r, i] * i * (2 pi / length) * i / n, and 0 in column n // 2 when n is even."
+
+
+# --- 7.3 --------------------------------------------------------------------------------------------
+
+
+def _poisson_reference(spectrum: np.ndarray, nx: int, lengths: tuple[float, float], negative_rows: bool = True,
+                       zero_mode: bool = True, swap: bool = False) -> np.ndarray:
+    ny = spectrum.shape[0]
+    length_x, length_y = (lengths[1], lengths[0]) if swap else lengths
+    kx = fft.wavenumbers(nx, length_x, half=True)
+    ky = fft.wavenumbers(ny, length_y) if negative_rows else 2 * np.pi / length_y * np.arange(ny)
+    k2 = kx[None, :] ** 2 + ky[:, None] ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = -spectrum.astype(np.complex128) / k2 / (nx * ny)
+    if zero_mode:
+        out[0, 0] = 0
+    return out
+
+
+def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
+    """Exercise 7.3: `poisson_divide(spectrum, out, nx, lengths)` writes -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, into out."""
+    ny, nx = problem_size("ch7_exercise_mesh")
+    lengths = (1.0, 2.5)
+    columns = nx // 2 + 1
+    host = random_array((ny, columns), np.complex64, seed=73)
+    want = _poisson_reference(host, nx, lengths).astype(np.complex64)
+    with warnings.catch_warnings():  # a division by zero (the simulator warns, from its threads) is reported below, in words
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64,
+                                           to_device(host))
+    tolerance = 1e-7 * float(np.abs(want).max())
+    others = np.ones(want.shape, bool)
+    others[0, 0] = False
+    if not np.isfinite(got[0, 0]) and np.allclose(got[others], want[others], rtol=1e-5, atol=tolerance):
+        problems.append(f"out[0, 0] is {got[0, 0]}: the zero mode (kx = ky = 0) was never written, or written as a division by "
+                        "zero. Set it to 0 (the solution's mean; any constant solves the equation).")
+    else:
+        wrong = array_problems(got, want, what="out", rtol=1e-5, atol=tolerance,
+                               coverage_hint="Every (row, column) of the (ny, nx // 2 + 1) half spectrum needs a thread.")
+        if wrong:
+            wrong.append(_diagnose_poisson(got, host, want, nx, lengths))
+        problems += wrong
+    fail(problems, "Exercise 7.3")
+    passed(f"Exercise 7.3: the Poisson division is right on a {ny} x {nx} mesh of size {lengths[0]} x {lengths[1]}, zero mode included.")
+
+
+def _diagnose_poisson(got: np.ndarray, host: np.ndarray, want: np.ndarray, nx: int, lengths: tuple[float, float]) -> str:
+    ny = host.shape[0]
+    if np.isfinite(got[0, 0]) and got[0, 0] != 0 and np.allclose(got[1:], want[1:], rtol=1e-4):
+        return "out[0, 0], the zero mode, must be 0 (the solution's mean): it is the only wrong value."
+
+    def near(candidate) -> bool:
+        mask = np.isfinite(candidate)
+        return bool(np.allclose(got[mask], candidate[mask], rtol=1e-4, atol=1e-7 * float(np.abs(candidate[mask]).max())))
+
+    if near(want * nx * ny):
+        return "the values are nx ny times too large: divide by nx * ny (the inverse transform does not)."
+    if near(-want):
+        return "the sign is wrong: u_xx + u_yy = rho becomes -(kx^2 + ky^2) u = rho in Fourier space."
+    if near(_poisson_reference(host, nx, lengths, negative_rows=False)):
+        return (f"rows above ny / 2 = {ny // 2} are wrong: row j holds wave number j - ny there (the FFT's order), "
+                "not j; its square is smaller.")
+    if near(_poisson_reference(host, nx, lengths, swap=True)):
+        return "the two lengths are swapped: kx = 2 pi i / Lx along the columns, ky = 2 pi j / Ly along the rows."
+    rows_wrong = np.flatnonzero((~np.isclose(got, want, rtol=1e-4, atol=1e-7 * float(np.abs(want).max()))).any(axis=1))
+    return (f"rows {rows_wrong[:6].tolist()} differ: compute kx from the column index i (kx = 2 pi i / Lx) and ky from the row "
+            "index j (2 pi j / Ly, with j - ny above ny / 2).")
+
+
+# --- 7.4 --------------------------------------------------------------------------------------------
+
+
+def check_expected_streamed_time(expected_streamed_time: Callable[[float, float], float]) -> None:
+    """Exercise 7.4: `expected_streamed_time(io_only, single_stream)` returns the book's estimate of the overlapped run (§7.3)."""
+    figure = lambda name: book.figure(name).number  # noqa: E731
+    cases = [("Tesla K20X (book)", figure("ch7_conv_io_only_K20X"), figure("ch7_conv_single_stream_K20X")),
+             ("Tesla K10 (book)", figure("ch7_conv_io_only_K10"), figure("ch7_conv_single_stream_K10")),
+             ("a link twice as fast", 0.05, 0.30), ("compute-free", 0.09, 0.09)]
+    problems = []
+    for name, io, single in cases:
+        want = conv.book_estimate(io, single)
+        try:
+            got = float(expected_streamed_time(io, single))
+        except NotImplementedError:  # the student's stub: let its hint through
+            raise
+        except Exception as exc:  # any exception is a wrong answer, reported in words
+            problems.append(f"{name}: expected_streamed_time({io}, {single}) raised {type(exc).__name__}: {exc}")
+            continue
+        if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
+            continue
+        compute = single - io
+        hint = f"expected {want:.4g} s"
+        if math.isclose(got, max(compute, io), rel_tol=1e-9):
+            hint = ("the copies do not take the whole I/O time when overlapped: with one copy engine each way, the two copies "
+                    "in (2/3 of the bytes) set the pace and the copy out runs beside them: use 2/3 of the I/O time")
+        elif math.isclose(got, min(compute, 2 * io / 3), rel_tol=1e-9):
+            hint = "the run is as long as its slowest part, not its fastest: take the larger of the two"
+        elif math.isclose(got, single, rel_tol=1e-9):
+            hint = ("that is the single-stream time itself, nothing overlapped: the compute is single stream - I/O only, "
+                    "and with streams it runs while the copies run")
+        elif math.isclose(got, compute + 2 * io / 3, rel_tol=1e-9):
+            hint = "with perfect overlap the compute and the copies run at the same time: take the larger, not the sum"
+        elif math.isclose(got, max(compute, io / 3), rel_tol=1e-9):
+            hint = "the copies in are two of every three copies: 2/3 of the I/O time, not 1/3"
+        problems.append(f"{name}: I/O only {io:.4g} s, single stream {single:.4g} s -> got {got:.4g} s; {hint}.")
+    fail(problems, "Exercise 7.4")
+    passed("Exercise 7.4: the estimate reproduces the book's 0.15 s (K20X) and 0.092 s (K10) and two more cases.")
+
+
+__all__ = ["CheckFailed", "check_derivative_spectrum", "check_expected_streamed_time", "check_next_fast_size", "check_poisson_divide"]
