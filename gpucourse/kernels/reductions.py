@@ -1,0 +1,376 @@
+"""Chapter 5, reductions (book §5.3): the sum of an array, from the book's two-kernel tree to one at memory speed.
+
+Blocks cannot wait for each other inside a launch, so a sum over a whole grid is made of two steps:
+every block reduces its share to one partial sum, and then either a second, one-block launch adds
+the partials (the book's `partial_sum` + `final_sum`) or each block adds its partial to the total
+with an atomic operation (one atomic per block; the book's atomic lock is the older way to do that).
+
+Inside a block the partial sums are combined by a *tree*: half the threads add the other half's
+values, then a quarter, ... (`tree` keeps the active threads contiguous, as the book's Figure 5.5;
+`interleaved` is the divergent Figure 5.4). Since Kepler, a warp can do its part of the tree in
+registers with shuffles (`cuda.shfl_down_sync`): `shuffle` needs shared memory only for one value
+per warp. What makes a reduction fast, though, happens before the tree: each thread first adds up
+many elements alone (a grid-stride loop), and `unrolled` issues several independent loads per
+thread before it adds them, so that enough bytes are in flight to keep the memory busy.
+
+Every sum is a *plan* (`gpucourse.launch`): its partial-sum buffer is allocated and its two
+launches are bound once, so that calling it in a loop costs two driver calls and nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numba
+import numpy as np
+from numba import cuda
+
+from .. import mode
+from ..arrays import device_empty
+from ..device import current_device
+from ..errors import ArrayArgumentError, LaunchConfigError
+from ..launch import bind, owned, planned
+from ..sizes import problem_size
+from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block
+
+#: Input dtypes the sums accept, and the accumulator each uses unless told otherwise.
+ACCUMULATORS: dict[str, str] = {"float32": "float32", "float64": "float64", "int32": "int64", "int64": "int64"}
+#: The ways a block combines its threads' values.
+BLOCK_REDUCTIONS = ("tree", "interleaved", "shuffle")
+#: Threads per block of the one-block second pass.
+FINAL_THREADS = 1024
+FULL_MASK = 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside a block
+
+
+def accumulator_dtype(dtype, accumulator=None) -> np.dtype:
+    """The dtype partial sums of `dtype` values are kept in (`accumulator` overrides it: float64 for float32 data, say)."""
+    name = np.dtype(dtype).name
+    if name not in ACCUMULATORS:
+        raise ArrayArgumentError(f"the sums take {', '.join(ACCUMULATORS)} arrays; got {name}.")
+    chosen = np.dtype(accumulator or ACCUMULATORS[name])
+    if chosen.name not in ("float32", "float64", "int64"):
+        raise ArrayArgumentError(f"the accumulator must be float32, float64 or int64; got {chosen.name}.")
+    if (chosen.kind == "f") != (np.dtype(dtype).kind == "f"):
+        kind = "floating-point" if np.dtype(dtype).kind == "f" else "integer"
+        raise ArrayArgumentError(f"a {name} array needs an {kind} accumulator; got {chosen.name}.")
+    return chosen
+
+
+@cuda.jit(device=True, inline=True)
+def warp_sum(value):
+    """The sum of `value` over the 32 lanes of a warp, in lane 0 (shuffles: no shared memory, no barrier)."""
+    offset = 16
+    while offset > 0:
+        value += cuda.shfl_down_sync(FULL_MASK, value, offset)
+        offset //= 2
+    return value
+
+
+@cuda.jit(device=True, inline=True)
+def block_sum_tree(scratch, value):
+    """The block's sum of `value`, in thread 0: a shared-memory tree, the active threads kept contiguous.
+
+    `scratch` holds one value per thread; the block size must be a power of two.
+    """
+    t = cuda.threadIdx.x
+    scratch[t] = value
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            scratch[t] += scratch[t + step]
+        cuda.syncthreads()  # every level reads what the level before wrote
+        step //= 2
+    return scratch[0]
+
+
+@cuda.jit(device=True, inline=True)
+def block_sum_interleaved(scratch, value):
+    """As `block_sum_tree`, with the book's first, divergent pairing: thread t adds t + step when t is a multiple of 2 step."""
+    t = cuda.threadIdx.x
+    scratch[t] = value
+    cuda.syncthreads()
+    step = 1
+    while step < cuda.blockDim.x:
+        if t % (2 * step) == 0:
+            scratch[t] += scratch[t + step]
+        cuda.syncthreads()
+        step *= 2
+    return scratch[0]
+
+
+@cuda.jit(device=True, inline=True)
+def block_sum_shuffle(warp_totals, value):
+    """The block's sum of `value`, in thread 0: each warp sums by shuffles, then warp 0 sums the warps' totals.
+
+    `warp_totals` holds 32 values (one per warp of the largest block); any block size works.
+    """
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    value = warp_sum(value)
+    if lane == 0:
+        warp_totals[warp] = value
+    cuda.syncthreads()
+    if warp == 0:
+        warps = (cuda.blockDim.x + 31) // 32
+        value = warp_totals[lane] if lane < warps else value * 0
+        value = warp_sum(value)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels: each block reduces its share of x; thread 0 writes the block's partial sum (or adds it atomically)
+
+
+@functools.cache
+def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, atomic: bool = False):
+    """A kernel (x, out) in which each block sums its grid-stride share of x with `block` and writes out[blockIdx.x].
+
+    `loads_per_thread` > 1 issues that many independent loads per thread before adding them; with
+    `atomic`, thread 0 adds the block's sum to out[0] with `cuda.atomic.add` instead.
+    """
+    if block not in BLOCK_REDUCTIONS:
+        raise ValueError(f"block must be one of {BLOCK_REDUCTIONS}; got {block!r}")
+    if loads_per_thread < 1:
+        raise LaunchConfigError(f"loads_per_thread must be at least 1; got {loads_per_thread}")
+    ACC = numba.from_dtype(np.dtype(accumulator))
+    ZERO = np.dtype(accumulator).type(0)
+    U = int(loads_per_thread)
+    TREE, INTERLEAVED, ATOMIC = block == "tree", block == "interleaved", bool(atomic)
+
+    @cuda.jit
+    def partial_sum(x, out):
+        n = x.size
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        total = ZERO
+        if U == 1:
+            for i in range(start, n, stride):  # each thread first adds up its elements alone
+                total += x[i]
+        else:
+            values = cuda.local.array(U, ACC)  # registers: every loop over it has a constant trip count
+            chunk = U * stride
+            i = start
+            for _ in range(n // chunk):  # whole rounds: U loads in flight, then U additions
+                for k in range(U):
+                    values[k] = x[i + k * stride]
+                for k in range(U):
+                    total += values[k]
+                i += chunk
+            for j in range(n // chunk * chunk + start, n, stride):  # the tail: fewer than U elements each
+                total += x[j]
+        if TREE:
+            total = block_sum_tree(cuda.shared.array(0, ACC), total)
+        elif INTERLEAVED:
+            total = block_sum_interleaved(cuda.shared.array(0, ACC), total)
+        else:
+            total = block_sum_shuffle(cuda.shared.array(32, ACC), total)
+        if cuda.threadIdx.x == 0:
+            if ATOMIC:
+                cuda.atomic.add(out, 0, total)
+            else:
+                out[cuda.blockIdx.x] = total
+
+    return partial_sum
+
+
+@functools.cache
+def lock_sum_kernel(accumulator: str):
+    """The book's atomic-lock sum (§5.3.1): a tree per block, then thread 0 takes a lock and adds to out[0]."""
+    ACC = numba.from_dtype(np.dtype(accumulator))
+    ZERO = np.dtype(accumulator).type(0)
+
+    @cuda.jit
+    def lock_sum(x, out, lock):
+        total = ZERO
+        for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+            total += x[i]
+        total = block_sum_tree(cuda.shared.array(0, ACC), total)
+        if cuda.threadIdx.x == 0:
+            while cuda.atomic.cas(lock, 0, 0, 1) != 0:  # spin until this block holds the lock
+                pass
+            cuda.threadfence()  # acquire: see what the block before wrote
+            out[0] += total
+            cuda.threadfence()  # release: publish the new total before opening the lock
+            cuda.atomic.exch(lock, 0, 0)
+
+    return lock_sum
+
+
+@functools.cache
+def element_atomic_kernel(accumulator: str):
+    """Every thread adds every one of its elements to out[0] with an atomic: correct, and a queue at one address."""
+
+    @cuda.jit
+    def element_atomic(x, out):
+        for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+            cuda.atomic.add(out, 0, x[i])
+
+    return element_atomic
+
+
+@cuda.jit
+def zero_first_kernel(out, lock):
+    """out[0] = 0 and lock[0] = 0 (the start of an atomic or locked sum)."""
+    if cuda.grid(1) == 0:
+        out[0] = 0
+        lock[0] = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch plans
+
+
+def default_threads() -> int:
+    """Threads per block of the chapter's kernels unless told otherwise (fewer in the simulator: each is a Python thread)."""
+    return int(problem_size("ch5_threads_per_block"))
+
+
+def resident_blocks(threads_per_block: int, n: int | None = None, loads_per_thread: int = 1) -> int:
+    """Blocks that fill the GPU once (SMs x resident blocks per SM), or fewer if `n` needs fewer; 2 in the simulator."""
+    device = current_device()
+    if device.simulated or not device.multiprocessors:
+        blocks = 2
+    else:
+        per_sm = max(1, (device.max_threads_per_multiprocessor or 2048) // threads_per_block)
+        if device.max_blocks_per_multiprocessor:
+            per_sm = min(per_sm, device.max_blocks_per_multiprocessor)
+        blocks = device.multiprocessors * per_sm
+    if n is not None:
+        blocks = min(blocks, blocks_to_cover(blocks_to_cover(n, loads_per_thread), threads_per_block))
+    return max(1, blocks)
+
+
+def final_pass_threads(partials: int) -> int:
+    """Threads of the one-block second pass: a power of two from 32 up to FINAL_THREADS, enough for one partial each."""
+    threads = 32
+    while threads < partials and threads < min(FINAL_THREADS, current_device().max_threads_per_block):
+        threads *= 2
+    return threads
+
+
+def _check_sum_arguments(x, result, accumulator, block: str, threads_per_block: int | None) -> tuple[np.dtype, int]:
+    check_device_array(x, "x", ndim=1)
+    acc = accumulator_dtype(x.dtype, accumulator)
+    check_device_array(result, "result", shape=(1,))
+    if np.dtype(result.dtype) != acc:
+        raise ArrayArgumentError(
+            f"result has dtype {np.dtype(result.dtype).name}, but the partial sums are {acc.name}: allocate result as a "
+            f"1-element {acc.name} array (or pass accumulator='{np.dtype(result.dtype).name}')."
+        )
+    (tpb,) = check_threads_per_block(threads_per_block or default_threads())
+    if block in ("tree", "interleaved") and tpb & (tpb - 1):
+        raise LaunchConfigError(
+            f"the {block} reduction halves the block at each level: threads_per_block must be a power of two; got {tpb}. "
+            "(block='shuffle' takes any multiple of 32.)"
+        )
+    if block == "shuffle" and tpb % 32:
+        raise LaunchConfigError(f"the shuffle reduction works by whole warps: threads_per_block must be a multiple of 32; got {tpb}.")
+    return acc, tpb
+
+
+@planned
+def two_pass_sum(x, result, block: str = "shuffle", threads_per_block: int | None = None, blocks: int | None = None,
+                 loads_per_thread: int = 1, accumulator: str | None = None):
+    """result[0] <- sum of x in two launches: one partial sum per block, then one block adds the partials.
+
+    `block` is 'tree' (the book's), 'interleaved' (its divergent first version) or 'shuffle';
+    `loads_per_thread` independent loads per thread per round; `blocks` defaults to one full GPU
+    (`resident_blocks`). The partial-sum buffer is allocated once, with the plan.
+    """
+    acc, tpb = _check_sum_arguments(x, result, accumulator, block, threads_per_block)
+    blocks = blocks or resident_blocks(tpb, x.shape[0], loads_per_thread)
+    check_blocks(blocks)
+    (partials,) = owned(device_empty(blocks, acc))
+    first = partial_sum_kernel(block, acc.name, loads_per_thread)
+    final = partial_sum_kernel("shuffle" if block == "shuffle" else "tree", acc.name, 1)
+    final_threads = final_pass_threads(blocks)
+    shared = tpb * acc.itemsize if block != "shuffle" else 0
+    return (bind(first, blocks, tpb, x, partials, shared_bytes=shared),
+            bind(final, 1, final_threads, partials, result, shared_bytes=final_threads * acc.itemsize if block != "shuffle" else 0))
+
+
+@planned
+def atomic_sum(x, result, threads_per_block: int | None = None, blocks: int | None = None, loads_per_thread: int = 1,
+               accumulator: str | None = None, lock: bool = False):
+    """result[0] <- sum of x: zero result, then each block adds its partial sum with one atomic (or, with `lock`, the book's lock)."""
+    acc, tpb = _check_sum_arguments(x, result, accumulator, "tree" if lock else "shuffle", threads_per_block)
+    blocks = blocks or resident_blocks(tpb, x.shape[0], loads_per_thread)
+    check_blocks(blocks)
+    (lock_word,) = owned(device_empty(1, np.int32))
+    zero = bind(zero_first_kernel, 1, 1, result, lock_word)
+    if lock:
+        return zero, bind(lock_sum_kernel(acc.name), blocks, tpb, x, result, lock_word, shared_bytes=tpb * acc.itemsize)
+    return zero, bind(partial_sum_kernel("shuffle", acc.name, loads_per_thread, atomic=True), blocks, tpb, x, result)
+
+
+@planned
+def element_atomic_sum(x, result, threads_per_block: int | None = None, blocks: int | None = None):
+    """result[0] <- sum of x with one atomic addition per element (the contention to avoid)."""
+    acc, tpb = _check_sum_arguments(x, result, None, "shuffle", threads_per_block)
+    blocks = blocks or resident_blocks(tpb, x.shape[0])
+    check_blocks(blocks)
+    (lock_word,) = owned(device_empty(1, np.int32))
+    return bind(zero_first_kernel, 1, 1, result, lock_word), bind(element_atomic_kernel(acc.name), blocks, tpb, x, result)
+
+
+#: The tuned sum on a GPU: shuffles, several loads in flight per thread, a one-block second pass.
+BEST = {"block": "shuffle", "threads_per_block": 256, "loads_per_thread": 8}
+
+
+def best_options() -> dict:
+    """`BEST` on a GPU; in the simulator the same with the simulator's block size."""
+    return BEST if mode.on_gpu() else {**BEST, "threads_per_block": default_threads()}
+
+
+def best_sum(x, result, **options) -> None:
+    """result[0] <- sum of x with the course's fastest hand-written plan (`BEST`, overridable by keyword)."""
+    two_pass_sum(x, result, **{**best_options(), **options})
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything a notebook compares, by name
+
+
+def sum_variants(x, result, threads_per_block: int | None = None, loads_per_thread: int | None = None) -> dict[str, Callable[[], object]]:
+    """The hand-written sums of this module on one array, as functions of no arguments that queue the sum."""
+    u = loads_per_thread or BEST["loads_per_thread"]
+    threads_per_block = threads_per_block or default_threads()
+    return {
+        "two-pass, tree (book)": lambda: two_pass_sum(x, result, "tree", threads_per_block),
+        "two-pass, divergent tree": lambda: two_pass_sum(x, result, "interleaved", threads_per_block),
+        "two-pass, warp shuffles": lambda: two_pass_sum(x, result, "shuffle", threads_per_block),
+        f"two-pass, shuffles, {u} loads/thread": lambda: two_pass_sum(x, result, "shuffle", threads_per_block, loads_per_thread=u),
+        "atomic per block, shuffles": lambda: atomic_sum(x, result, threads_per_block),
+        f"atomic per block, {u} loads/thread": lambda: atomic_sum(x, result, threads_per_block, loads_per_thread=u),
+        "atomic lock (book)": lambda: atomic_sum(x, result, threads_per_block, lock=True),
+    }
+
+
+def bytes_read(n: int, dtype) -> int:
+    """Bytes a sum must read: every element once (the partial sums are negligible)."""
+    return int(n) * np.dtype(dtype).itemsize
+
+
+def summation_depth(n: int, threads_per_block: int, blocks: int, atomic: bool = False) -> int:
+    """The most additions any element of these sums goes through: its thread's loop, the block's tree, then the partials.
+
+    The partials are added by a one-block tree (two-pass) or one after another in any order (atomics).
+    """
+    per_thread = -(-int(n) // (threads_per_block * blocks))
+    block_levels = (threads_per_block - 1).bit_length()
+    if atomic:
+        return per_thread + block_levels + blocks
+    final = final_pass_threads(blocks)
+    return per_thread + block_levels + -(-blocks // final) + (final - 1).bit_length()
+
+
+def error_bound(depth: int, absolute_sum: float, dtype) -> float:
+    """A bound on |computed - exact| for a sum whose elements pass through at most `depth` additions (Higham's gamma_depth)."""
+    u = float(np.finfo(np.dtype(dtype)).eps) / 2
+    return depth * u / (1 - depth * u) * absolute_sum
