@@ -112,9 +112,10 @@ def constant_terms(n: int, value: float = 7.0, dtype=np.float32) -> np.ndarray:
 
 
 def series_terms(n: int, power: int, dtype=np.float32) -> np.ndarray:
-    """The terms 1/i**power for i = 1..n, each computed in float64 and rounded to `dtype` (the book's 1/i and 1/i^2)."""
-    i = np.arange(1, int(n) + 1, dtype=np.float64)
-    return (1.0 / i**power).astype(dtype)
+    """The terms 1/i**power for i = 1..n as the book makes them: i**power as an integer, converted to `dtype`, then 1 / it in `dtype`."""
+    dtype = np.dtype(dtype)
+    i = np.arange(1, int(n) + 1, dtype=np.int64)
+    return dtype.type(1) / (i**power).astype(dtype)
 
 
 def last_exact_count(value: float = 7.0, dtype=np.float32) -> int:

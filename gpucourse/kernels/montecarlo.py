@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -481,3 +482,77 @@ def option_variants(paths: int, option: EuropeanOption, seed: int = 1234, states
             variants[f"cuRAND normals ({name}), then a pricing kernel"] = (
                 (lambda g, zz, o: lambda: (g.normal(zz), european_from_normals(zz[:paths], option, o)))(generator, z, out), out)
     return variants
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiments the notebooks and tools/gpu_ch5.py share
+
+
+def curand_points(n: int, seed: int, dtype: str = "float32"):
+    """2n uniform numbers from a fresh cuRAND default (XORWOW) generator seeded with `seed`: the book's x, then y. GPU only."""
+    cupy = require_cupy("cuRAND")
+    from .random_numbers import CurandGenerator
+
+    xy = cupy.empty(2 * int(n), dtype=dtype)
+    generator = CurandGenerator("default", seed)
+    generator.uniform(xy)
+    generator.close()
+    return xy
+
+
+def curand_pi(n: int, seed: int, dtype: str = "float32", rule: str = "default") -> int:
+    """The book's experiment: the count of points inside among n points from cuRAND (seed `seed`), counted on the GPU. GPU only."""
+    cupy = require_cupy("cuRAND")
+    xy = curand_points(n, seed, dtype)
+    count = cupy.zeros(1, dtype=np.int64)
+    count_inside(xy, count, rule)
+    return int(count.get()[0])
+
+
+def inside_by_rule(xy, rules=RULES) -> dict[str, np.ndarray]:
+    """For each rule, the host boolean array 'point i is inside' as the device computes it (plus 'host': NumPy's answer)."""
+    from ..arrays import array_module, to_device, to_host
+
+    n = xy.shape[0] // 2
+    out = array_module().empty(n, dtype=xy.dtype) if mode.on_gpu() else to_device(np.empty(n, dtype=xy.dtype))
+    result = {}
+    for rule in rules:
+        squared_distances(xy, out, rule)
+        result[rule] = to_host(out) <= 1
+    host = to_host(xy)
+    result["host"] = host[:n] * host[:n] + host[n:] * host[n:] <= 1
+    return result
+
+
+def disagreements(inside: dict[str, np.ndarray], first: str, second: str) -> np.ndarray:
+    """Indices of the points that `first` and `second` classify differently."""
+    return np.flatnonzero(inside[first] != inside[second])
+
+
+FMAD_SOURCE = r"""
+extern "C" __global__ void squared_distance(const float* xy, float* out, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = xy[i] * xy[i] + xy[i + n] * xy[i + n];
+}
+"""
+
+
+@functools.cache
+def cupy_squared_distance_kernel(fmad: bool):
+    """The same x*x + y*y in CUDA C, compiled by NVRTC with contraction on (--fmad=true) or off (--fmad=false). GPU only."""
+    cupy = require_cupy("NVRTC's --fmad option")
+    return cupy.RawKernel(FMAD_SOURCE, "squared_distance", options=(f"--fmad={'true' if fmad else 'false'}",))
+
+
+def cupy_squared_distances(xy, out, fmad: bool) -> None:
+    """out[i] <- x_i*x_i + y_i*y_i with the CUDA C kernel compiled with or without contraction (float32 CuPy arrays)."""
+    n = out.size
+    if xy.size != 2 * n or xy.dtype != np.float32 or out.dtype != np.float32:
+        raise ArrayArgumentError("xy must be float32 with 2 * out.size elements, out float32")
+    cupy_squared_distance_kernel(bool(fmad))((resident_blocks(256, n),), (256,), (xy, out, np.int64(n)))
+
+
+def estimate_series(run: Callable, counts, repeats: int) -> dict[int, list]:
+    """Call run(n) `repeats` times for each n in `counts`; return {n: [results]} (each call draws fresh numbers)."""
+    return {int(n): [run(int(n)) for _ in range(int(repeats))] for n in counts}

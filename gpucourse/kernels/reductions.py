@@ -254,7 +254,10 @@ def final_pass_threads(partials: int) -> int:
     return threads
 
 
-def _check_sum_arguments(x, result, accumulator, block: str, threads_per_block: int | None) -> tuple[np.dtype, int]:
+def _check_sum_arguments(x, result, accumulator, block: str, threads_per_block: int | None, loads_per_thread: int = 1
+                         ) -> tuple[np.dtype, int]:
+    if not isinstance(loads_per_thread, (int, np.integer)) or loads_per_thread < 1:
+        raise LaunchConfigError(f"loads_per_thread must be a whole number, at least 1; got {loads_per_thread!r}")
     check_device_array(x, "x", ndim=1)
     acc = accumulator_dtype(x.dtype, accumulator)
     check_device_array(result, "result", shape=(1,))
@@ -283,7 +286,7 @@ def two_pass_sum(x, result, block: str = "shuffle", threads_per_block: int | Non
     `loads_per_thread` independent loads per thread per round; `blocks` defaults to one full GPU
     (`resident_blocks`). The partial-sum buffer is allocated once, with the plan.
     """
-    acc, tpb = _check_sum_arguments(x, result, accumulator, block, threads_per_block)
+    acc, tpb = _check_sum_arguments(x, result, accumulator, block, threads_per_block, loads_per_thread)
     blocks = blocks or resident_blocks(tpb, x.shape[0], loads_per_thread)
     check_blocks(blocks)
     (partials,) = owned(device_empty(blocks, acc))
@@ -299,7 +302,7 @@ def two_pass_sum(x, result, block: str = "shuffle", threads_per_block: int | Non
 def atomic_sum(x, result, threads_per_block: int | None = None, blocks: int | None = None, loads_per_thread: int = 1,
                accumulator: str | None = None, lock: bool = False):
     """result[0] <- sum of x: zero result, then each block adds its partial sum with one atomic (or, with `lock`, the book's lock)."""
-    acc, tpb = _check_sum_arguments(x, result, accumulator, "tree" if lock else "shuffle", threads_per_block)
+    acc, tpb = _check_sum_arguments(x, result, accumulator, "tree" if lock else "shuffle", threads_per_block, loads_per_thread)
     blocks = blocks or resident_blocks(tpb, x.shape[0], loads_per_thread)
     check_blocks(blocks)
     (lock_word,) = owned(device_empty(1, np.int32))
