@@ -556,3 +556,63 @@ def cupy_squared_distances(xy, out, fmad: bool) -> None:
 def estimate_series(run: Callable, counts, repeats: int) -> dict[int, list]:
     """Call run(n) `repeats` times for each n in `counts`; return {n: [results]} (each call draws fresh numbers)."""
     return {int(n): [run(int(n)) for _ in range(int(repeats))] for n in counts}
+
+
+def pi_convergence(counts, repeats: int, dtype: str = "float32", seed: int = 99) -> dict[int, list[float]]:
+    """`repeats` estimates of pi for each point count, with the fused kernel; the streams continue, so no two share a draw."""
+    from ..arrays import array_module, to_device, to_host
+    from .random_numbers import make_states
+
+    states = make_states(default_state_count(max(counts)), seed)
+    count = array_module().zeros(1, dtype=np.int64) if mode.on_gpu() else to_device(np.zeros(1, np.int64))
+
+    def estimate(n: int) -> float:
+        fused_pi(states, n, count, dtype)
+        return pi_estimate(int(to_host(count)[0]), n)
+
+    return estimate_series(estimate, counts, repeats)
+
+
+def option_convergence(paths_list, repeats: int, option: EuropeanOption, dtype: str = "float32", seed: int = 77) -> dict[int, list]:
+    """`repeats` estimates (gpucourse.options.OptionEstimate) for each path count, with the fused kernel."""
+    from ..arrays import array_module, to_device, to_host
+    from ..options import estimate_from_sums
+    from .random_numbers import make_states
+
+    states = make_states(default_state_count(max(paths_list)), seed)
+    sums = array_module().zeros(4, dtype=np.float64) if mode.on_gpu() else to_device(np.zeros(4, np.float64))
+
+    def estimate(paths: int):
+        european_fused(states, paths, option, sums, dtype)
+        return estimate_from_sums(to_host(sums), paths)
+
+    return estimate_series(estimate, paths_list, repeats)
+
+
+def book_option_run(paths: int, option: EuropeanOption, dtype: str = "float32", seed: int = 1234, ordering: str | None = None):
+    """The book's whole program (§5.5): make and seed a cuRAND generator, draw `paths` normals, price, read the result. GPU only."""
+    cupy = require_cupy("cuRAND")
+    from ..options import estimate_from_sums
+    from .random_numbers import CurandGenerator
+
+    generator = CurandGenerator("default", seed, ordering)
+    z = cupy.empty(paths + paths % 2, dtype=dtype)
+    sums = cupy.empty(4, dtype=np.float64)
+    generator.normal(z)
+    european_from_normals(z[:paths], option, sums)
+    estimate = estimate_from_sums(sums.get(), paths)
+    generator.close()
+    return estimate
+
+
+def uniform_points(n: int, seed: int, dtype: str = "float32"):
+    """2n uniform numbers on the device (x first, then y) and where they came from: cuRAND's default generator on a GPU,
+    the xoroshiro128+ kernel in the simulator (cuRAND needs a GPU)."""
+    from ..arrays import to_device
+    from .random_numbers import make_states, xoroshiro_uniform
+
+    if mode.on_gpu():
+        return curand_points(n, seed, dtype), f"cuRAND default (XORWOW) generator, seed {seed}"
+    xy = to_device(np.empty(2 * int(n), dtype=dtype))
+    xoroshiro_uniform(xy, make_states(default_state_count(2 * int(n)), seed))
+    return xy, f"xoroshiro128+ kernel, seed {seed} (the simulator has no cuRAND)"

@@ -288,3 +288,31 @@ def generator_calls(n: int, dtype=np.float32, seed: int = 1234, states: int | No
             generator = bit_generator(name, seed)
             calls[f"cupy.random.Generator({name})"] = (lambda g: lambda: g.random(dtype=dtype, out=out))(generator)
     return calls
+
+
+def seeding_cost_ms(n: int, dtype=np.float32, kind: str = "default", ordering: str | None = None, seed: int = 1234) -> tuple[float, float]:
+    """GPU time in ms of the first generate call of a fresh cuRAND generator (which seeds its states) and of the next one. GPU only."""
+    cupy = require_cupy("cuRAND")
+    out = cupy.empty(int(n), dtype=dtype)
+    generator = CurandGenerator(kind, seed, ordering)
+    times = []
+    for _ in range(2):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        generator.uniform(out)
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end))
+    generator.close()
+    return times[0], times[1]
+
+
+def ones_in_float32_uniforms(out) -> int:
+    """How many of the float32 'uniforms in [0, 1)' in `out` are exactly 1.0 (a float64 draw just below 1 rounds up to it)."""
+    from ..arrays import to_host
+
+    if mode.on_gpu():
+        import cupy
+
+        return int(cupy.count_nonzero(cupy.asarray(out) == 1))
+    return int(np.count_nonzero(to_host(out) == 1))

@@ -20,6 +20,7 @@ launches are bound once, so that calling it in a loop costs two driver calls and
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import numba
@@ -377,3 +378,48 @@ def error_bound(depth: int, absolute_sum: float, dtype) -> float:
     """A bound on |computed - exact| for a sum whose elements pass through at most `depth` additions (Higham's gamma_depth)."""
     u = float(np.finfo(np.dtype(dtype)).eps) / 2
     return depth * u / (1 - depth * u) * absolute_sum
+
+
+def library_sums(x, result) -> dict[str, Callable[[], object]]:
+    """What a user would call instead, writing into `result` where the library allows: numba.cuda.reduce (both modes);
+    cupy.sum (CUB) and a cupy.ReductionKernel (GPU only). x must be float32 for numba.cuda.reduce."""
+    from .ufuncs import numba_sum, reduction_sum_kernel
+
+    calls: dict[str, Callable[[], object]] = {}
+    if np.dtype(x.dtype) == np.float32 and np.dtype(result.dtype) == np.float32:
+        calls["numba.cuda.reduce"] = lambda: numba_sum(x, result)
+    if mode.on_gpu():
+        import cupy
+
+        x_cupy, result_cupy = cupy.asarray(x), cupy.asarray(result)
+        calls["cupy.sum (CUB)"] = lambda: cupy.sum(x_cupy, out=result_cupy[0])
+        kernel = reduction_sum_kernel()
+        calls["cupy.ReductionKernel"] = lambda: kernel(x_cupy, out=result_cupy[0])
+    return calls
+
+
+def reference_sum(x) -> float:
+    """The sum of x in float64: math.fsum on the host for small arrays, a float64 sum on the device for large ones."""
+    if mode.on_gpu() and x.shape[0] > 10**7:
+        import cupy
+
+        return float(cupy.sum(cupy.asarray(x), dtype=cupy.float64))
+    from ..arrays import to_host
+
+    return math.fsum(to_host(x).astype(np.float64).tolist())
+
+
+def compare_sums(x, repeat: int | None = None, loads_per_thread: int | None = None) -> tuple[list, dict[str, float]]:
+    """Time every hand-written sum, the tuned one and the libraries' on x; return the timings and the value each computed."""
+    from ..arrays import array_module, to_device, to_host
+    from ..throughput import measure
+
+    result = array_module().empty(1, dtype=np.float32) if mode.on_gpu() else to_device(np.zeros(1, np.float32))
+    calls = {**sum_variants(x, result, loads_per_thread=loads_per_thread),
+             f"tuned: {BEST['loads_per_thread']} loads/thread, {best_options()['threads_per_block']} threads": lambda: best_sum(x, result),
+             **library_sums(x, result)}
+    rows, values = [], {}
+    for name, call in calls.items():
+        rows += measure({name: call}, x.shape[0], bytes_read(x.shape[0], x.dtype), repeat=repeat)
+        values[name] = float(to_host(result)[0])
+    return rows, values
