@@ -9,6 +9,8 @@ computes the fused result exactly, for any float32 inputs, to compare with the G
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 
@@ -76,3 +78,13 @@ def ulps_apart(a, b) -> np.ndarray:
     ia = np.asarray(a, dtype=np.float32).view(np.int32).astype(np.int64)
     ib = np.asarray(b, dtype=np.float32).view(np.int32).astype(np.int64)
     return np.abs(ia - ib)
+
+
+def exact_squared_distance(x, y) -> Fraction:
+    """x^2 + y^2 for float32 x and y, exactly (a fraction)."""
+    return Fraction(float(np.float32(x))) ** 2 + Fraction(float(np.float32(y))) ** 2
+
+
+def exactly_inside(x, y) -> bool:
+    """Whether the float32 point (x, y) is inside the unit circle (x^2 + y^2 <= 1), decided with exact arithmetic."""
+    return exact_squared_distance(x, y) <= 1
