@@ -124,6 +124,7 @@ SIZES: dict[str, Size] = {
     "ch5_fma": Size(gpu=10**8, simulator=3000, unit="points of the FMA comparison (the book: 10**8, seed 1234567)"),
     "ch5_reduce": Size(gpu=1 << 28, simulator=3000, unit="float32 elements summed (1 GiB on a GPU)"),
     "ch5_reduce_small": Size(gpu=1 << 20, simulator=500, unit="float32 elements of a sum too short to hide its launches"),
+    "ch5_graph_sums": Size(gpu=100, simulator=2, unit="sums recorded in the CUDA graph whose replay is timed"),
     "ch5_atomic_contention": Size(gpu=1 << 22, simulator=500, unit="float32 elements summed with one atomic each"),
     "ch5_block_sizes": Size(gpu=(64, 128, 256, 512, 1024), simulator=(32, 64), unit="threads per block offered by the widget"),
     "ch5_loads_per_thread": Size(gpu=(1, 2, 4, 8, 16), simulator=(1, 4), unit="independent loads per thread offered by the widget"),
