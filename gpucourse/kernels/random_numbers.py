@@ -73,6 +73,10 @@ class CurandGenerator:
         if ordering is not None:
             if ordering not in CURAND_ORDERINGS:
                 raise ValueError(f"ordering must be one of {', '.join(CURAND_ORDERINGS)}; got {ordering!r}")
+            if not hasattr(curand, "setGeneratorOrdering"):
+                from ..errors import EnvironmentProblem
+
+                raise EnvironmentProblem("this CuPy's cuRAND binding has no setGeneratorOrdering: upgrade CuPy to choose an ordering")
             curand.setGeneratorOrdering(self.handle, CURAND_ORDERINGS[ordering])
         curand.setPseudoRandomGeneratorSeed(self.handle, self.seed)
 
@@ -285,9 +289,17 @@ def generator_calls(n: int, dtype=np.float32, seed: int = 1234, states: int | No
             generator = CurandGenerator(kind, seed)
             calls[f"cuRAND {kind} (host API)"] = (lambda g: lambda: g.uniform(out))(generator)
         for name in BIT_GENERATORS:
-            generator = bit_generator(name, seed)
-            calls[f"cupy.random.Generator({name})"] = (lambda g: lambda: g.random(dtype=dtype, out=out))(generator)
+            calls[f"cupy.random.Generator({name})"] = _fill_with(bit_generator(name, seed), out)
     return calls
+
+
+def _fill_with(generator, out):
+    """A function of no arguments that fills `out` from a cupy.random.Generator (in place if this CuPy allows `out=`)."""
+    try:
+        generator.random(dtype=out.dtype, out=out)
+        return lambda: generator.random(dtype=out.dtype, out=out)
+    except TypeError:  # an older CuPy without out=: each call allocates its array from the memory pool
+        return lambda: generator.random(out.size, dtype=out.dtype)
 
 
 def seeding_cost_ms(n: int, dtype=np.float32, kind: str = "default", ordering: str | None = None, seed: int = 1234) -> tuple[float, float]:

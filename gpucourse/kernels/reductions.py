@@ -383,11 +383,13 @@ def error_bound(depth: int, absolute_sum: float, dtype) -> float:
 def library_sums(x, result) -> dict[str, Callable[[], object]]:
     """What a user would call instead, writing into `result` where the library allows: numba.cuda.reduce (both modes);
     cupy.sum (CUB) and a cupy.ReductionKernel (GPU only). x must be float32 for numba.cuda.reduce."""
+    from ..arrays import as_numba
     from .ufuncs import numba_sum, reduction_sum_kernel
 
     calls: dict[str, Callable[[], object]] = {}
     if np.dtype(x.dtype) == np.float32 and np.dtype(result.dtype) == np.float32:
-        calls["numba.cuda.reduce"] = lambda: numba_sum(x, result)
+        x_numba, result_numba = as_numba(x), as_numba(result)  # views of CuPy arrays, no copy
+        calls["numba.cuda.reduce"] = lambda: numba_sum(x_numba, result_numba)
     if mode.on_gpu():
         import cupy
 
