@@ -78,7 +78,7 @@ def test_curand_generators():
 def test_every_generator_call_writes_its_array():
     calls = random_numbers.generator_calls(2048, np.float32, seed=2)
     assert any(name.startswith("xoroshiro") for name in calls)
-    assert (len(calls) > 1) == mode.on_gpu()
+    assert (len(calls) > 2) == mode.on_gpu()  # cuRAND and CuPy generators on a GPU only
     for call in calls.values():
         call()
 

@@ -16,8 +16,9 @@ from gpucourse.kernels import reductions
 
 TPB = reductions.default_threads()
 SIZES = gpucourse.problem_size("ch5_reduce_test_sizes")
-VARIANTS = ["two-pass, tree (book)", "two-pass, divergent tree", "two-pass, warp shuffles", "two-pass, shuffles, 8 loads/thread",
-            "atomic per block, shuffles", "atomic per block, 8 loads/thread", "atomic lock (book)"]
+VARIANTS = ["two-pass, tree (book)", "two-pass, divergent tree", "two-pass, warp shuffles", "two-pass, shuffles, 4 loads/thread",
+            "atomic per block, shuffles", "atomic per block, 4 loads/thread", "atomic lock (book)", "two-pass, 8-byte loads, 2/thread",
+            "atomic per block, 8-byte loads, 2/thread"]
 
 
 def poisoned_result(dtype=np.float32):
@@ -65,8 +66,9 @@ def test_sum_matches_fsum_within_the_bound(variant, n):
     """Random float32 data: |sum - fsum| <= gamma_d * sum|x|, d the most additions any element goes through (Higham)."""
     host, exact = uniform_data(n)
     got = run(variant, gpucourse.to_device(host))
-    blocks = reductions.resident_blocks(TPB, n, 8 if "8 loads" in variant else 1)
-    depth = reductions.summation_depth(n, TPB, blocks, atomic=variant.startswith("atomic"))
+    wide = "8-byte" in variant
+    blocks = reductions.default_blocks(n, TPB, 2 if wide else 4 if "4 loads" in variant else 1, wide)
+    depth = reductions.summation_depth(n, TPB, blocks, atomic=variant.startswith("atomic")) + (2 if wide else 0)  # a word: its pair first
     bound = reductions.error_bound(depth, exact, np.float32)  # data >= 0: sum|x| = the sum
     assert abs(got - exact) <= bound, f"{variant}, n={n}: error {got - exact:.3g} over the bound {bound:.3g}"
 
@@ -80,8 +82,9 @@ def test_best_sum_and_accumulators(accumulator):
     result = poisoned_result(dtype)
     reductions.best_sum(gpucourse.to_device(host), result, accumulator=accumulator)
     got = float(gpucourse.to_host(result)[0])
-    blocks = reductions.resident_blocks(reductions.best_options()["threads_per_block"], n, reductions.BEST["loads_per_thread"])
-    depth = reductions.summation_depth(n, reductions.best_options()["threads_per_block"], blocks)
+    best = reductions.best_options()
+    blocks = reductions.default_blocks(n, best["threads_per_block"], best["loads_per_thread"], best["wide"])
+    depth = reductions.summation_depth(n, best["threads_per_block"], blocks) + 1  # + 1: the two values of a word are added first
     assert abs(got - exact) <= reductions.error_bound(depth, float(np.abs(host).astype(np.float64).sum()), dtype)
 
 

@@ -29,6 +29,9 @@ from gpucourse.kernels import montecarlo, random_numbers, reductions  # noqa: E4
 from gpucourse.throughput import measure  # noqa: E402
 
 RESULTS: dict = {}
+#: Configurations of the two-pass shuffle sum tried for the best hand-written sum: (threads per block, loads per thread, 8-byte loads).
+CANDIDATES = [(1024, 4, False), (512, 2, False), (1024, 1, True), (1024, 2, True), (512, 2, True), (512, 4, True), (1024, 4, True),
+              (256, 4, True)]
 CEILINGS = None
 SUMMARY: list[str] = []
 
@@ -79,15 +82,37 @@ def run_reductions(explore: bool) -> None:
         entry["value"] = values[entry["name"]]
         entry["relative_error"] = abs(values[entry["name"]] - reference) / reference
     RESULTS["reductions"] = {"n": n, "reference": reference, "rows": record}
-    tuned = next(r for r in rows if r.name.startswith("tuned"))
-    cub = next(r for r in rows if r.name.startswith("cupy.sum"))
-    read_fraction = tuned.gbs / CEILINGS.copy_gbs
-    verdict = (f"tuned sum {tuned.gbs:.0f} GB/s read = {read_fraction:.3f} of the {CEILINGS.copy_gbs:.0f} GB/s copy; "
-               f"{tuned.timing.median_ms * 1e3:.1f} us vs cupy.sum {cub.timing.median_ms * 1e3:.1f} us "
-               f"({cub.timing.median_ms / tuned.timing.median_ms:.3f}x)")
-    passed = read_fraction >= 0.90 and tuned.timing.median_ms <= cub.timing.median_ms
-    RESULTS["reduction_acceptance"] = {"read_fraction_of_copy": read_fraction, "tuned_ms": tuned.timing.median_ms,
-                                       "cupy_sum_ms": cub.timing.median_ms, "pass": passed}
+    result = cupy.empty(1, dtype=cupy.float32)
+    candidates = {}
+    for threads, loads, wide in CANDIDATES:
+        name = f"{threads} threads, {loads} {'8-byte' if wide else '4-byte'} loads/thread"
+        call = (lambda t, u, w: lambda: reductions.two_pass_sum(x, result, "shuffle", t, loads_per_thread=u, wide=w))(threads, loads, wide)
+        try:
+            (row,) = measure({name: call}, n, n * 4, repeat=15)
+        except gpucourse.CourseError as exc:  # a configuration the device refuses (registers): noted, not fatal
+            log(f"   candidate {name}: refused: {exc}")
+            continue
+        candidates[name] = (row, call, {"threads_per_block": threads, "loads_per_thread": loads, "wide": wide})
+        log(f"   candidate {name:44s} {row.gbs:7.0f} GB/s  {row.fraction_of_copy(CEILINGS):.3f} of copy")
+    RESULTS["reduction_candidates"] = [{**options, **row.record(CEILINGS)} for row, _, options in candidates.values()]
+    best_name = max(candidates, key=lambda k: candidates[k][0].gbs)
+    _, best_call, best_config = candidates[best_name]
+    cub_call = lambda: cupy.sum(x, out=result[0])  # noqa: E731
+    rounds = {"hand-written": [], "cupy.sum": []}
+    for _ in range(3):  # A/B/A/B...: the same two, alternately, so that drifts of the clock hit both
+        for label, call in (("hand-written", best_call), ("cupy.sum", cub_call)):
+            (row,) = measure({label: call}, n, n * 4, repeat=15)
+            rounds[label].append(row.timing.median_ms)
+    best_ms, cub_ms = float(np.median(rounds["hand-written"])), float(np.median(rounds["cupy.sum"]))
+    read_gbs = n * 4 / (best_ms * 1e-3) / 1e9
+    read_fraction = read_gbs / CEILINGS.copy_gbs
+    passed = read_fraction >= 0.90 and best_ms <= cub_ms
+    verdict = (f"best hand-written sum ({best_name}): {read_gbs:.0f} GB/s read = {read_fraction:.3f} of the {CEILINGS.copy_gbs:.0f} GB/s "
+               f"copy; {best_ms * 1e3:.1f} us vs cupy.sum {cub_ms * 1e3:.1f} us (median of 3 alternating rounds; "
+               f"cupy.sum / ours = {cub_ms / best_ms:.3f}); {'PASS' if passed else 'FAIL'}")
+    RESULTS["reduction_acceptance"] = {"best": best_name, "config": best_config, "read_gbs": read_gbs, "read_fraction_of_copy": read_fraction,
+                                       "best_ms_rounds": rounds["hand-written"], "cupy_sum_ms_rounds": rounds["cupy.sum"], "pass": passed,
+                                       "package_best": reductions.BEST}
     SUMMARY.append(verdict)
     log("   " + verdict)
     for entry in record:
@@ -95,7 +120,6 @@ def run_reductions(explore: bool) -> None:
 
     small = gpucourse.problem_size("ch5_reduce_small")
     xs = cupy.random.default_rng(6).random(small, dtype=cupy.float32)
-    result = cupy.empty(1, dtype=cupy.float32)
     plan = reductions.two_pass_sum.plan(xs, result, **reductions.best_options())
     in_graph = gpucourse.problem_size("ch5_graph_sums")
     graph = graphs.capture(lambda: [plan() for _ in range(in_graph)], f"{in_graph} sums")

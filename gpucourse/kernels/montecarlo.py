@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 from numba import cuda
-from numba.cuda.random import xoroshiro128p_dtype
+from numba.cuda.random import xoroshiro128p_dtype, xoroshiro128p_type
 
 from .. import mode
 from ..arrays import require_cupy
@@ -31,7 +31,7 @@ from ..floating_point import fma32
 from ..launch import bind, planned
 from ..options import EuropeanOption
 from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block
-from .random_numbers import normal_float32, uniform_float32, uniform_float64
+from .random_numbers import copy_state, normal_float32, uniform_float32, uniform_float64
 from .reductions import block_sum_shuffle, default_threads, resident_blocks
 from .ufuncs import zero_kernel
 
@@ -241,11 +241,14 @@ def fused_pi_kernel(dtype_name: str):
         threads = states.size
         inside = 0
         if t < threads:
+            state = cuda.local.array(1, xoroshiro128p_type)  # the thread's state, in registers while it draws
+            copy_state(states, t, state, 0)
             for _ in range(t, n, threads):
-                x = DRAW(states, t)
-                y = DRAW(states, t)
+                x = DRAW(state, 0)
+                y = DRAW(state, 0)
                 if x * x + y * y <= 1:
                     inside += 1
+            copy_state(state, 0, states, t)
         inside = block_sum_shuffle(cuda.shared.array(32, numba.int64), numba.int64(inside))
         if cuda.threadIdx.x == 0:
             cuda.atomic.add(count, 0, inside)
@@ -313,8 +316,10 @@ def european_fused_kernel(dtype_name: str):
         put2 = 0.0
         zero = FLOAT(0)
         if t < threads:
+            state = cuda.local.array(1, xoroshiro128p_type)  # the thread's state, in registers while it draws
+            copy_state(states, t, state, 0)
             for _ in range(t, paths, threads):
-                z = normal_float32(states, t) if SINGLE else normal_float64(states, t)
+                z = normal_float32(state, 0) if SINGLE else normal_float64(state, 0)
                 final = S * math.exp(drift + vol * FLOAT(z))
                 c = discount * max(final - E, zero)
                 p = discount * max(E - final, zero)
@@ -322,6 +327,7 @@ def european_fused_kernel(dtype_name: str):
                 put += p
                 call2 += c * c
                 put2 += p * p
+            copy_state(state, 0, states, t)
         add_payoffs(sums, call, put, call2, put2)
 
     return european_fused
@@ -417,8 +423,9 @@ def default_state_count(work: int) -> int:
 def pi_variants(n: int, seed: int = 1234, dtype: str = "float32", states=None) -> dict:
     """Ways to count n points, each a function of no arguments that leaves its count in its own array (see `pi_counts`).
 
-    Returns {name: (call, count_array, reads_stored_points)}: the last flag is True for counts that
-    read 2n stored numbers and generate nothing (their GB/s is meaningful).
+    Returns {name: (call, count_array, reads_stored_points)}. The variants that generate write into
+    one buffer; those that only count read another, filled once here, so all of them count the same
+    points (their GB/s is meaningful: they read 2n stored numbers and generate nothing).
     """
     from ..arrays import array_module, to_device
     from .random_numbers import CurandGenerator, make_states, xoroshiro_uniform
@@ -428,6 +435,7 @@ def pi_variants(n: int, seed: int = 1234, dtype: str = "float32", states=None) -
     states = states if states is not None else make_states(default_state_count(n), seed)
     variants: dict = {}
     xy = xp.empty(2 * n, dtype=dtype) if mode.on_gpu() else to_device(np.empty(2 * n, dtype=dtype))
+    stored, _ = uniform_points(n, seed + 1, dtype.name)
 
     def counter():
         return xp.zeros(1, dtype=np.int64) if mode.on_gpu() else to_device(np.zeros(1, dtype=np.int64))
@@ -437,18 +445,16 @@ def pi_variants(n: int, seed: int = 1234, dtype: str = "float32", states=None) -
         lambda: fused_pi(states, n, fused_count, dtype.name), fused_count, False)
     variants["xoroshiro128+ kernel writes 2n numbers, then count"] = (
         lambda: (xoroshiro_uniform(xy, states), count_inside(xy, two_step_count)), two_step_count, False)
-    variants["count stored points (Numba kernel)"] = (lambda: count_inside(xy, stored_count), stored_count, True)
+    variants["count stored points (Numba kernel)"] = (lambda: count_inside(stored, stored_count), stored_count, True)
     if mode.on_gpu():
-        cupy = require_cupy("cuRAND")
         generator = CurandGenerator("xorwow", seed)
-        curand_count, reduction_count = counter(), counter()
+        curand_count, reduction_count, nonzero_count = counter(), counter(), counter()
         variants["cuRAND XORWOW writes 2n numbers, then count"] = (
             lambda: (generator.uniform(xy), count_inside(xy, curand_count)), curand_count, False)
-        variants["count stored points (cupy.ReductionKernel)"] = (lambda: cupy_count_inside(xy, out=reduction_count[0]), reduction_count, True)
-        nonzero_count = counter()
+        variants["count stored points (cupy.ReductionKernel, two inputs)"] = (
+            lambda: reduction_count.__setitem__(0, cupy_count_inside(stored)), reduction_count, True)
         variants["count stored points (cupy.count_nonzero, temporaries)"] = (
-            lambda: nonzero_count.__setitem__(0, cupy_count_nonzero(xy)), nonzero_count, True)
-        del cupy
+            lambda: nonzero_count.__setitem__(0, cupy_count_nonzero(stored)), nonzero_count, True)
     return variants
 
 

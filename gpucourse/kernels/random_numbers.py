@@ -27,6 +27,7 @@ from numba.cuda.random import (
     create_xoroshiro128p_states,
     xoroshiro128p_dtype,
     xoroshiro128p_normal_float32,
+    xoroshiro128p_type,
     xoroshiro128p_uniform_float32,
     xoroshiro128p_uniform_float64,
 )
@@ -171,6 +172,13 @@ else:
     normal_float32 = xoroshiro128p_normal_float32
 
 
+@cuda.jit(device=True, inline=True)
+def copy_state(source, i, target, j):
+    """target[j] <- source[i], one 8-byte word at a time (a record copy would move 16 single bytes)."""
+    target[j]["s0"] = source[i]["s0"]
+    target[j]["s1"] = source[i]["s1"]
+
+
 def make_states(count: int, seed: int, subsequence_start: int = 0):
     """`count` xoroshiro128+ states on the device, each 2**64 draws after the one before (made on the host)."""
     if count < 1:
@@ -201,23 +209,42 @@ def state_creation_seconds(count: int, seed: int = 1, repeat: int = 3) -> float:
 
 
 @functools.cache
-def uniform_kernel(dtype_name: str):
-    """A kernel (states, out): thread t draws with states[t] into out[t], out[t + threads], ... (a grid-stride loop)."""
+def uniform_kernel(dtype_name: str, state_in_registers: bool = True):
+    """A kernel (states, out): thread t draws with states[t] into out[t], out[t + threads], ... (a grid-stride loop).
+
+    With `state_in_registers` the thread copies its state into a local variable first and writes it
+    back at the end; otherwise every draw reads and writes the 16-byte state in global memory.
+    """
     DRAW = uniform_float32 if dtype_name == "float32" else uniform_float64
 
+    if state_in_registers:
+
+        @cuda.jit
+        def fill_uniform(states, out):
+            t = cuda.grid(1)
+            threads = states.size
+            if t < threads:
+                state = cuda.local.array(1, xoroshiro128p_type)
+                copy_state(states, t, state, 0)
+                for i in range(t, out.size, threads):
+                    out[i] = DRAW(state, 0)
+                copy_state(state, 0, states, t)
+
+        return fill_uniform
+
     @cuda.jit
-    def fill_uniform(states, out):
+    def fill_uniform_global_state(states, out):
         t = cuda.grid(1)
         threads = states.size
         if t < threads:
             for i in range(t, out.size, threads):
                 out[i] = DRAW(states, t)
 
-    return fill_uniform
+    return fill_uniform_global_state
 
 
 @planned
-def xoroshiro_uniform(out, states, threads_per_block: int | None = None):
+def xoroshiro_uniform(out, states, threads_per_block: int | None = None, state_in_registers: bool = True):
     """out <- uniform numbers in [0, 1), one thread per state and a grid-stride loop over out (float32 or float64)."""
     check_device_array(out, "out", ndim=1)
     check_device_array(states, "states", dtype=xoroshiro128p_dtype, ndim=1)
@@ -227,7 +254,7 @@ def xoroshiro_uniform(out, states, threads_per_block: int | None = None):
     (tpb,) = check_threads_per_block(threads_per_block or default_threads())
     blocks = blocks_to_cover(states.shape[0], tpb)
     check_blocks(blocks)
-    return bind(uniform_kernel(name), blocks, tpb, states, out)
+    return bind(uniform_kernel(name, bool(state_in_registers)), blocks, tpb, states, out)
 
 
 @cuda.jit
@@ -235,8 +262,11 @@ def streams_kernel(states, out):
     """out[k, t] <- the k-th uniform float64 of thread t's stream (threads across columns: coalesced writes)."""
     t = cuda.grid(1)
     if t < out.shape[1]:
+        state = cuda.local.array(1, xoroshiro128p_type)
+        copy_state(states, t, state, 0)
         for k in range(out.shape[0]):
-            out[k, t] = uniform_float64(states, t)
+            out[k, t] = uniform_float64(state, 0)
+        copy_state(state, 0, states, t)
 
 
 def thread_streams(states, per_stream: int):
@@ -282,6 +312,8 @@ def generator_calls(n: int, dtype=np.float32, seed: int = 1234, states: int | No
     xp = array_module()
     out_numba = to_device(np.empty(n, dtype=dtype)) if mode.is_simulator() else xp.empty(n, dtype=dtype)
     calls[f"xoroshiro128+ (Numba kernel, {count} states)"] = lambda: xoroshiro_uniform(out_numba, xoroshiro_states, threads_per_block)
+    calls[f"xoroshiro128+, state in global memory ({count} states)"] = lambda: xoroshiro_uniform(out_numba, xoroshiro_states,
+                                                                                                 threads_per_block, False)
     if mode.on_gpu():
         cupy = require_cupy("cuRAND")
         out = cupy.empty(n, dtype=dtype)

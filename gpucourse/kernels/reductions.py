@@ -125,24 +125,94 @@ def block_sum_shuffle(warp_totals, value):
 
 
 # ---------------------------------------------------------------------------------------------
+# Two float32 values read as one 8-byte word (a uint64 view of float32 data: "wide" loads)
+
+if mode.is_simulator():
+
+    def low_float(word):
+        """The float32 in the low 4 bytes of a uint64 word (the element with the even index)."""
+        return np.array([int(word) & 0xFFFFFFFF], np.uint32).view(np.float32)[0]
+
+    def high_float(word):
+        """The float32 in the high 4 bytes of a uint64 word (the element with the odd index)."""
+        return np.array([int(word) >> 32], np.uint32).view(np.float32)[0]
+
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True, inline=True)
+    def low_float(word):
+        """The float32 in the low 4 bytes of a uint64 word (the element with the even index): a register move."""
+        return libdevice.int_as_float(numba.int32(word & 0xFFFFFFFF))
+
+    @cuda.jit(device=True, inline=True)
+    def high_float(word):
+        """The float32 in the high 4 bytes of a uint64 word (the element with the odd index): a register move."""
+        return libdevice.int_as_float(numba.int32(word >> 32))
+
+
+# ---------------------------------------------------------------------------------------------
 # Kernels: each block reduces its share of x; thread 0 writes the block's partial sum (or adds it atomically)
 
 
 @functools.cache
-def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, atomic: bool = False):
+def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, atomic: bool = False, wide: bool = False):
     """A kernel (x, out) in which each block sums its grid-stride share of x with `block` and writes out[blockIdx.x].
 
     `loads_per_thread` > 1 issues that many independent loads per thread before adding them; with
-    `atomic`, thread 0 adds the block's sum to out[0] with `cuda.atomic.add` instead.
+    `atomic`, thread 0 adds the block's sum to out[0] with `cuda.atomic.add` instead. With `wide`,
+    the kernel takes (words, x, out): `words` is a uint64 view of the float32 array x, so that each
+    load brings two values, and thread 0 of block 0 adds the odd last element of x, if there is one.
     """
     if block not in BLOCK_REDUCTIONS:
         raise ValueError(f"block must be one of {BLOCK_REDUCTIONS}; got {block!r}")
     if loads_per_thread < 1:
         raise LaunchConfigError(f"loads_per_thread must be at least 1; got {loads_per_thread}")
     ACC = numba.from_dtype(np.dtype(accumulator))
+    LOADED = numba.uint64 if wide else ACC
     ZERO = np.dtype(accumulator).type(0)
     U = int(loads_per_thread)
-    TREE, INTERLEAVED, ATOMIC = block == "tree", block == "interleaved", bool(atomic)
+    TREE, INTERLEAVED, ATOMIC, WIDE = block == "tree", block == "interleaved", bool(atomic), bool(wide)
+
+    def finish(total, out):
+        if TREE:
+            total = block_sum_tree(cuda.shared.array(0, ACC), total)
+        elif INTERLEAVED:
+            total = block_sum_interleaved(cuda.shared.array(0, ACC), total)
+        else:
+            total = block_sum_shuffle(cuda.shared.array(32, ACC), total)
+        if cuda.threadIdx.x == 0:
+            if ATOMIC:
+                cuda.atomic.add(out, 0, total)
+            else:
+                out[cuda.blockIdx.x] = total
+
+    finish = cuda.jit(device=True, inline=True)(finish)
+
+    if WIDE:
+
+        @cuda.jit
+        def partial_sum_wide(words, x, out):
+            n = words.size
+            start = cuda.grid(1)
+            stride = cuda.gridsize(1)
+            total = ZERO
+            values = cuda.local.array(U, LOADED)
+            chunk = U * stride
+            i = start
+            for _ in range(n // chunk):  # whole rounds: U 8-byte loads in flight, then 2 U additions
+                for k in range(U):
+                    values[k] = words[i + k * stride]
+                for k in range(U):
+                    total += ACC(low_float(values[k])) + ACC(high_float(values[k]))  # added in the accumulator's precision
+                i += chunk
+            for j in range(n // chunk * chunk + start, n, stride):
+                total += ACC(low_float(words[j])) + ACC(high_float(words[j]))
+            if start == 0 and x.size % 2:
+                total += x[x.size - 1]
+            finish(total, out)
+
+        return partial_sum_wide
 
     @cuda.jit
     def partial_sum(x, out):
@@ -165,17 +235,7 @@ def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, 
                 i += chunk
             for j in range(n // chunk * chunk + start, n, stride):  # the tail: fewer than U elements each
                 total += x[j]
-        if TREE:
-            total = block_sum_tree(cuda.shared.array(0, ACC), total)
-        elif INTERLEAVED:
-            total = block_sum_interleaved(cuda.shared.array(0, ACC), total)
-        else:
-            total = block_sum_shuffle(cuda.shared.array(32, ACC), total)
-        if cuda.threadIdx.x == 0:
-            if ATOMIC:
-                cuda.atomic.add(out, 0, total)
-            else:
-                out[cuda.blockIdx.x] = total
+        finish(total, out)
 
     return partial_sum
 
@@ -247,6 +307,22 @@ def resident_blocks(threads_per_block: int, n: int | None = None, loads_per_thre
     return max(1, blocks)
 
 
+def default_blocks(n: int, threads_per_block: int, loads_per_thread: int = 1, wide: bool = False) -> int:
+    """The blocks a sum of n elements launches unless told otherwise: one full GPU, or fewer if n needs fewer."""
+    return resident_blocks(threads_per_block, -(-n // 2) if wide else n, loads_per_thread)
+
+
+def _checked(bound, threads_per_block: int):
+    """A bound kernel, after checking that the driver can run a block of `threads_per_block` of it (registers are the limit)."""
+    limit = bound.max_threads_per_block
+    if limit is not None and threads_per_block > limit:
+        raise LaunchConfigError(
+            f"{bound.name} uses so many registers per thread that a block may have at most {limit} threads; "
+            f"{threads_per_block} asked. Use fewer threads per block, or fewer loads per thread."
+        )
+    return bound
+
+
 def final_pass_threads(partials: int) -> int:
     """Threads of the one-block second pass: a power of two from 32 up to FINAL_THREADS, enough for one partial each."""
     threads = 32
@@ -278,39 +354,56 @@ def _check_sum_arguments(x, result, accumulator, block: str, threads_per_block: 
     return acc, tpb
 
 
+def wide_view(x):
+    """The float32 array x as uint64 words, two values each (its even-length start; no copy). x must be contiguous, 8-byte aligned."""
+    if np.dtype(x.dtype) != np.float32:
+        raise ArrayArgumentError(f"wide loads read float32 values in pairs; x is {np.dtype(x.dtype).name}.")
+    strides = tuple(x.strides)
+    if strides and strides[0] != 4:
+        raise ArrayArgumentError("wide loads need a contiguous x (stride 4 bytes); copy the view first.")
+    address = x.__cuda_array_interface__["data"][0] if hasattr(x, "__cuda_array_interface__") else x.ctypes.data
+    if address % 8:
+        raise ArrayArgumentError("wide loads need x to start on an 8-byte boundary: a view that starts at an odd element does not.")
+    return x[: x.shape[0] - x.shape[0] % 2].view(np.uint64)
+
+
 @planned
 def two_pass_sum(x, result, block: str = "shuffle", threads_per_block: int | None = None, blocks: int | None = None,
-                 loads_per_thread: int = 1, accumulator: str | None = None):
+                 loads_per_thread: int = 1, accumulator: str | None = None, wide: bool = False):
     """result[0] <- sum of x in two launches: one partial sum per block, then one block adds the partials.
 
     `block` is 'tree' (the book's), 'interleaved' (its divergent first version) or 'shuffle';
-    `loads_per_thread` independent loads per thread per round; `blocks` defaults to one full GPU
-    (`resident_blocks`). The partial-sum buffer is allocated once, with the plan.
+    `loads_per_thread` independent loads per thread per round (with `wide`, 8-byte loads of two
+    float32 values each); `blocks` defaults to one full GPU (`resident_blocks`). The partial-sum
+    buffer is allocated once, with the plan.
     """
     acc, tpb = _check_sum_arguments(x, result, accumulator, block, threads_per_block, loads_per_thread)
-    blocks = blocks or resident_blocks(tpb, x.shape[0], loads_per_thread)
+    blocks = blocks or default_blocks(x.shape[0], tpb, loads_per_thread, wide)
     check_blocks(blocks)
     (partials,) = owned(device_empty(blocks, acc))
-    first = partial_sum_kernel(block, acc.name, loads_per_thread)
+    first_args = (wide_view(x), x, partials) if wide else (x, partials)
+    first = partial_sum_kernel(block, acc.name, loads_per_thread, wide=bool(wide))
     final = partial_sum_kernel("shuffle" if block == "shuffle" else "tree", acc.name, 1)
     final_threads = final_pass_threads(blocks)
     shared = tpb * acc.itemsize if block != "shuffle" else 0
-    return (bind(first, blocks, tpb, x, partials, shared_bytes=shared),
+    return (_checked(bind(first, blocks, tpb, *first_args, shared_bytes=shared), tpb),
             bind(final, 1, final_threads, partials, result, shared_bytes=final_threads * acc.itemsize if block != "shuffle" else 0))
 
 
 @planned
 def atomic_sum(x, result, threads_per_block: int | None = None, blocks: int | None = None, loads_per_thread: int = 1,
-               accumulator: str | None = None, lock: bool = False):
+               accumulator: str | None = None, lock: bool = False, wide: bool = False):
     """result[0] <- sum of x: zero result, then each block adds its partial sum with one atomic (or, with `lock`, the book's lock)."""
     acc, tpb = _check_sum_arguments(x, result, accumulator, "tree" if lock else "shuffle", threads_per_block, loads_per_thread)
-    blocks = blocks or resident_blocks(tpb, x.shape[0], loads_per_thread)
+    blocks = blocks or default_blocks(x.shape[0], tpb, loads_per_thread, wide and not lock)
     check_blocks(blocks)
     (lock_word,) = owned(device_empty(1, np.int32))
     zero = bind(zero_first_kernel, 1, 1, result, lock_word)
     if lock:
         return zero, bind(lock_sum_kernel(acc.name), blocks, tpb, x, result, lock_word, shared_bytes=tpb * acc.itemsize)
-    return zero, bind(partial_sum_kernel("shuffle", acc.name, loads_per_thread, atomic=True), blocks, tpb, x, result)
+    args = (wide_view(x), x, result) if wide and not lock else (x, result)
+    kernel = partial_sum_kernel("shuffle", acc.name, loads_per_thread, atomic=True, wide=bool(wide) and not lock)
+    return zero, _checked(bind(kernel, blocks, tpb, *args), tpb)
 
 
 @planned
@@ -323,18 +416,19 @@ def element_atomic_sum(x, result, threads_per_block: int | None = None, blocks: 
     return bind(zero_first_kernel, 1, 1, result, lock_word), bind(element_atomic_kernel(acc.name), blocks, tpb, x, result)
 
 
-#: The tuned sum on a GPU: shuffles, several loads in flight per thread, a one-block second pass.
-BEST = {"block": "shuffle", "threads_per_block": 256, "loads_per_thread": 8}
+#: The tuned sum on a GPU: shuffles, 8-byte loads (two float32 values each), two in flight per thread, a one-block second pass.
+BEST = {"block": "shuffle", "threads_per_block": 1024, "loads_per_thread": 2, "wide": True}
 
 
-def best_options() -> dict:
-    """`BEST` on a GPU; in the simulator the same with the simulator's block size."""
-    return BEST if mode.on_gpu() else {**BEST, "threads_per_block": default_threads()}
+def best_options(dtype=np.float32) -> dict:
+    """`BEST` on a GPU; in the simulator the same with the simulator's block size. Wide loads only for float32 data."""
+    options = BEST if mode.on_gpu() else {**BEST, "threads_per_block": default_threads()}
+    return options if np.dtype(dtype) == np.float32 else {**options, "wide": False}
 
 
 def best_sum(x, result, **options) -> None:
     """result[0] <- sum of x with the course's fastest hand-written plan (`BEST`, overridable by keyword)."""
-    two_pass_sum(x, result, **{**best_options(), **options})
+    two_pass_sum(x, result, **{**best_options(x.dtype), **options})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,9 +437,9 @@ def best_sum(x, result, **options) -> None:
 
 def sum_variants(x, result, threads_per_block: int | None = None, loads_per_thread: int | None = None) -> dict[str, Callable[[], object]]:
     """The hand-written sums of this module on one array, as functions of no arguments that queue the sum."""
-    u = loads_per_thread or BEST["loads_per_thread"]
+    u = loads_per_thread or 4
     threads_per_block = threads_per_block or default_threads()
-    return {
+    variants = {
         "two-pass, tree (book)": lambda: two_pass_sum(x, result, "tree", threads_per_block),
         "two-pass, divergent tree": lambda: two_pass_sum(x, result, "interleaved", threads_per_block),
         "two-pass, warp shuffles": lambda: two_pass_sum(x, result, "shuffle", threads_per_block),
@@ -354,6 +448,11 @@ def sum_variants(x, result, threads_per_block: int | None = None, loads_per_thre
         f"atomic per block, {u} loads/thread": lambda: atomic_sum(x, result, threads_per_block, loads_per_thread=u),
         "atomic lock (book)": lambda: atomic_sum(x, result, threads_per_block, lock=True),
     }
+    if np.dtype(x.dtype) == np.float32:
+        variants["two-pass, 8-byte loads, 2/thread"] = lambda: two_pass_sum(x, result, "shuffle", threads_per_block, loads_per_thread=2,
+                                                                             wide=True)
+        variants["atomic per block, 8-byte loads, 2/thread"] = lambda: atomic_sum(x, result, threads_per_block, loads_per_thread=2, wide=True)
+    return variants
 
 
 def bytes_read(n: int, dtype) -> int:
@@ -417,8 +516,10 @@ def compare_sums(x, repeat: int | None = None, loads_per_thread: int | None = No
     from ..throughput import measure
 
     result = array_module().empty(1, dtype=np.float32) if mode.on_gpu() else to_device(np.zeros(1, np.float32))
+    best = best_options(x.dtype)
+    shape = f"{best['loads_per_thread']} {'8-byte' if best.get('wide') else 'element'} loads/thread, {best['threads_per_block']} threads"
     calls = {**sum_variants(x, result, loads_per_thread=loads_per_thread),
-             f"tuned: {BEST['loads_per_thread']} loads/thread, {best_options()['threads_per_block']} threads": lambda: best_sum(x, result),
+             f"tuned: {shape}": lambda: best_sum(x, result),
              **library_sums(x, result)}
     rows, values = [], {}
     for name, call in calls.items():
