@@ -174,13 +174,15 @@ def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, 
     U = int(loads_per_thread)
     TREE, INTERLEAVED, ATOMIC, WIDE = block == "tree", block == "interleaved", bool(atomic), bool(wide)
 
-    def finish(total, out):
+    SHARED = 0 if TREE or INTERLEAVED else 32  # a tree needs one value per thread (sized at launch), shuffles one per warp
+
+    def finish(total, out, scratch):
         if TREE:
-            total = block_sum_tree(cuda.shared.array(0, ACC), total)
+            total = block_sum_tree(scratch, total)
         elif INTERLEAVED:
-            total = block_sum_interleaved(cuda.shared.array(0, ACC), total)
+            total = block_sum_interleaved(scratch, total)
         else:
-            total = block_sum_shuffle(cuda.shared.array(32, ACC), total)
+            total = block_sum_shuffle(scratch, total)
         if cuda.threadIdx.x == 0:
             if ATOMIC:
                 cuda.atomic.add(out, 0, total)
@@ -210,7 +212,7 @@ def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, 
                 total += ACC(low_float(words[j])) + ACC(high_float(words[j]))
             if start == 0 and x.size % 2:
                 total += x[x.size - 1]
-            finish(total, out)
+            finish(total, out, cuda.shared.array(SHARED, ACC))
 
         return partial_sum_wide
 
@@ -235,7 +237,7 @@ def partial_sum_kernel(block: str, accumulator: str, loads_per_thread: int = 1, 
                 i += chunk
             for j in range(n // chunk * chunk + start, n, stride):  # the tail: fewer than U elements each
                 total += x[j]
-        finish(total, out)
+        finish(total, out, cuda.shared.array(SHARED, ACC))
 
     return partial_sum
 
