@@ -144,9 +144,16 @@ def test_clear_errors():
         reductions.two_pass_sum(x, poisoned_result(), "shuffle", loads_per_thread=0)
     with pytest.raises(ArrayArgumentError, match="int8"):
         reductions.two_pass_sum(gpucourse.to_device(np.ones(4, np.int8)), poisoned_result())
+    with pytest.raises(ArrayArgumentError, match="8-byte boundary"):
+        reductions.two_pass_sum(gpucourse.to_device(np.ones(101, np.float32))[1:], poisoned_result(), wide=True)
+    with pytest.raises(ArrayArgumentError, match="float32"):
+        reductions.two_pass_sum(gpucourse.to_device(np.ones(100)), poisoned_result(np.float64), wide=True)
     if mode.on_gpu():
         with pytest.raises(ArrayArgumentError, match="host memory"):
             reductions.two_pass_sum(np.ones(100, np.float32), poisoned_result())
+        # 16 loads per thread need more registers than a block of 1024 threads can have (run 1 of measurements/ch5.md)
+        with pytest.raises(LaunchConfigError, match="registers"):
+            reductions.two_pass_sum(x, poisoned_result(), "shuffle", 1024, loads_per_thread=16)
 
 
 def test_error_bound_arithmetic():
