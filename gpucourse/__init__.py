@@ -23,6 +23,11 @@ from .sizes import problem_size
 from .source import show_source
 from .timing import Timing, bandwidth_ceilings, benchmark, effective_bandwidth_gbs, synchronize
 
+if _mode.is_simulator():  # the simulator has no warp shuffles: supply them (see gpucourse.simulation)
+    from .simulation import add_warp_functions as _add_warp_functions
+
+    _add_warp_functions()
+
 MODE: str = _mode.MODE
 is_simulator = _mode.is_simulator
 on_gpu = _mode.on_gpu

@@ -233,6 +233,14 @@ class BoundKernel:
         if error != _SUCCESS:
             raise LaunchError(f"launching {self.name} with blocks={self.blocks}, threads={self.threads} failed: {error.name}")
 
+    @property
+    def max_threads_per_block(self) -> int | None:
+        """The most threads per block the driver can launch this compiled kernel with (its registers decide); None in the simulator."""
+        if self._simulated is not None:
+            return None
+        attribute = _DRIVER.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        return int(_driver_call("cuFuncGetAttribute", attribute, self._function))
+
     def __repr__(self) -> str:
         return f"BoundKernel({self.name}, blocks={self.blocks}, threads={self.threads})"
 

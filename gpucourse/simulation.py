@@ -3,12 +3,16 @@
 The simulator runs every CUDA thread as a Python thread. Two things make kernels much slower there
 than they need to be: Python's default thread-switch interval, which leaves threads waiting at each
 barrier, and simulated device-function calls, which swap module globals on every call.
+
+The simulator of numba-cuda 0.30 also lacks the warp shuffles (`cuda.shfl_down_sync` and its kin);
+`add_warp_functions` supplies them, so that the same kernel source runs in both modes.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections.abc import Callable
 
 from numba import cuda
@@ -47,3 +51,98 @@ def paced(launcher: Callable) -> Callable:
             sys.setswitchinterval(previous)
 
     return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Warp-level functions the simulator lacks (numba-cuda 0.30 simulates no shuffles)
+
+#: Seconds a simulated lane waits at a shuffle for the other lanes named in its mask before giving up.
+WARP_WAIT_S = 60.0
+_WARPS_LOCK = threading.Lock()
+
+
+class _SimulatedWarp:
+    """The lanes of one simulated warp that take part in warp-level calls with one mask: a barrier and a mailbox."""
+
+    def __init__(self, lanes: int) -> None:
+        self.barrier = threading.Barrier(lanes, timeout=WARP_WAIT_S)
+        self.values: list = [None] * 32
+
+
+def _members(mask: int) -> tuple[_SimulatedWarp, int, int]:
+    """This simulated thread's warp (for `mask`), its lane and the lanes that take part."""
+    thread = threading.current_thread()
+    manager = getattr(thread, "_manager", None)
+    if manager is None:
+        raise RuntimeError("warp-level functions can only be called inside a simulated kernel")
+    block_threads = 1
+    for extent in manager._block_dim:
+        block_threads *= extent
+    lane, warp_index = thread.thread_id % 32, thread.thread_id // 32
+    existing = (1 << min(32, block_threads - 32 * warp_index)) - 1
+    members = int(mask) & existing
+    if not members >> lane & 1:
+        raise RuntimeError(f"lane {lane} called a warp-level function with mask {int(mask):#010x}, which leaves it out")
+    with _WARPS_LOCK:
+        warps = manager.__dict__.setdefault("_gpucourse_warps", {})
+        warp = warps.get((warp_index, members))
+        if warp is None:
+            warp = warps[(warp_index, members)] = _SimulatedWarp(bin(members).count("1"))
+    return warp, lane, members
+
+
+def _wait(warp: _SimulatedWarp, lane: int, members: int) -> None:
+    try:
+        warp.barrier.wait()
+    except threading.BrokenBarrierError:
+        raise RuntimeError(
+            f"lane {lane} waited {WARP_WAIT_S:.0f} s at a warp-level call for the lanes of mask {members:#010x}: some never "
+            "came (an early return, or a branch only part of the warp takes). On a GPU that is undefined behaviour; give "
+            "every lane named in the mask the same path to the call."
+        ) from None
+
+
+def _exchange(mask: int, value, source_lane: Callable[[int], int]):
+    warp, lane, members = _members(mask)
+    warp.values[lane] = value
+    _wait(warp, lane, members)
+    source = source_lane(lane)
+    result = warp.values[source] if 0 <= source < 32 and members >> source & 1 else value
+    _wait(warp, lane, members)
+    return result
+
+
+def _shfl_sync(self, mask, value, src_lane):
+    return _exchange(mask, value, lambda lane: int(src_lane) % 32)
+
+
+def _shfl_up_sync(self, mask, value, delta):
+    return _exchange(mask, value, lambda lane: lane - int(delta))
+
+
+def _shfl_down_sync(self, mask, value, delta):
+    return _exchange(mask, value, lambda lane: lane + int(delta))
+
+
+def _shfl_xor_sync(self, mask, value, lane_mask):
+    return _exchange(mask, value, lambda lane: lane ^ int(lane_mask))
+
+
+def _syncwarp(self, mask=0xFFFFFFFF):
+    warp, lane, members = _members(mask)
+    _wait(warp, lane, members)
+
+
+def add_warp_functions() -> None:
+    """Give the simulator's `cuda` module the warp shuffles and `syncwarp` (numba-cuda's simulator has none).
+
+    Each simulated lane posts its value, waits at a barrier for the other lanes of its mask, reads
+    the source lane's value and waits again: the semantics of the `*_sync` shuffles for lanes that
+    all take part. Only missing functions are added; nothing the simulator has is changed.
+    """
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+    for name, function in (("shfl_sync", _shfl_sync), ("shfl_up_sync", _shfl_up_sync), ("shfl_down_sync", _shfl_down_sync),
+                           ("shfl_xor_sync", _shfl_xor_sync), ("syncwarp", _syncwarp)):
+        if not hasattr(FakeCUDAModule, name):
+            setattr(FakeCUDAModule, name, function)
