@@ -210,6 +210,8 @@ class DistributedTranspose:
         self.streams = [[new_stream(device) for _ in range(stages)] for device in inp.devices]
         # overlap=True: one stream per (receiver, stage); overlap=False: one stream per receiver, copies waited for.
         self._steps = {overlap: self._make_steps(overlap, h, w) for overlap in (True, False)}
+        # The streams do not wait for the legacy default stream, where the arrays were filled: wait here, once.
+        self.synchronize()
 
     def _make_steps(self, overlap: bool, h: int, w: int) -> list[list[_Step]]:
         steps = []
@@ -269,6 +271,13 @@ class DistributedTranspose:
                         step.stream.synchronize()
                 step.transpose()
 
+    def poison(self) -> None:
+        """Fill the output with the poison value (NaN), so that a check after the next run sees every element it missed."""
+        for device, part in zip(self.inp.devices, self.out.parts):
+            with on_device(device):
+                part[...] = poison_value(self.inp.dtype)
+        self.synchronize()
+
     def synchronize(self) -> None:
         """Wait until every device has finished the transpose."""
         synchronize_all(self.inp.devices)
@@ -295,3 +304,72 @@ class DistributedTranspose:
         rows, cols = self.inp.shape
         return (f"DistributedTranspose({rows} x {cols} {self.inp.dtype.name} over devices {list(self.inp.devices)}, "
                 f"{len(self.schedule)} stages, kernel={self.kernel!r})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurements (the notebook and tools/gpu_ch4.py call these)
+
+
+@dataclass(frozen=True)
+class TransposeRun:
+    """One measured transpose: where it ran, how, its median time, bandwidth and the check's result."""
+
+    devices: tuple[int, ...]
+    shape: tuple[int, int]
+    how: str
+    ms: float
+    nbytes: int
+    mismatches: int
+
+    @property
+    def gbs(self) -> float:
+        """Effective bandwidth in GB/s: the matrix read once and written once, over the median time."""
+        return self.nbytes / (self.ms * 1e-3) / 1e9
+
+    @property
+    def gpus(self) -> int:
+        """Number of different GPUs the parts lived on."""
+        return len(set(self.devices))
+
+    def as_dict(self) -> dict:
+        """The run as a plain dict (for JSON records)."""
+        return {"devices": list(self.devices), "gpus": self.gpus, "shape": list(self.shape), "how": self.how, "ms": self.ms,
+                "gbs": self.gbs, "mismatches": self.mismatches}
+
+    def __str__(self) -> str:
+        check = "checked" if self.mismatches == 0 else f"{self.mismatches} WRONG"
+        return (f"{self.shape[0]} x {self.shape[1]} over devices {list(self.devices)} ({self.how}): {self.ms:.3f} ms, "
+                f"{self.gbs:.0f} GB/s ({check})")
+
+
+def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool] = (True, False), kernel: str = "numba",
+            repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS) -> list[TransposeRun]:
+    """Transpose a random split matrix over `devices`: check the first run (poisoned output), then time each mode (wall clock)."""
+    inp = DistributedMatrix.filled(shape, devices, seed=seed)
+    transpose = DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows)
+    runs = []
+    for overlap in overlaps:
+        transpose.poison()
+        transpose.run(overlap)
+        wrong = transpose.mismatches()
+        ms = transpose.time_ms(overlap, repeat=repeat)
+        how = f"{'overlapped streams' if overlap else 'blocking copies'}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
+        runs.append(TransposeRun(tuple(devices), inp.shape, how, ms, transpose.bytes_moved, wrong))
+    return runs
+
+
+def one_gpu_transpose(shape: tuple[int, int], *, repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE,
+                      block_rows: int = T.BOOK_BLOCK_ROWS) -> TransposeRun:
+    """Chapter 3's transpose of the whole matrix on the current GPU, timed with CUDA events (gpucourse.benchmark) and checked."""
+    from .timing import benchmark
+
+    xp = array_module()
+    inp = random_part(seed, 0, shape)
+    out = xp.full(shape[::-1], poison_value(np.float32), dtype=np.float32)
+    a, b = kernel_view(out), kernel_view(inp)
+    T.transpose(a, b, VARIANT, tile, block_rows)
+    synchronize_all()
+    wrong = int(xp.count_nonzero(~(out == inp.T)))
+    timing = benchmark(lambda: T.transpose(a, b, VARIANT, tile, block_rows), warmup=1, repeat=repeat)
+    return TransposeRun((0,), tuple(shape), "one kernel, CUDA events" if not timing.simulated else "one kernel",
+                        timing.median_ms, 2 * inp.nbytes, wrong)
