@@ -378,6 +378,15 @@ def peer_bandwidth(source: int, target: int, nbytes: int, *, peer: bool = True, 
     return PeerTransfer(source, target, count * 4, peer, timing_device, timing.median_ms, verified)
 
 
+def peer_sweep(source: int, target: int, sizes: Sequence[int], *, peer: bool, repeat: int = 10) -> list[PeerTransfer]:
+    """`peer_bandwidth` over transfer sizes (bytes), reusing one pair of buffers of the largest size."""
+    buffers = peer_buffers(source, target, max(sizes))
+    try:
+        return [peer_bandwidth(source, target, n, peer=peer, repeat=repeat, buffers=buffers) for n in sizes]
+    finally:
+        del buffers
+
+
 def bandwidth_matrix(nbytes: int, *, peer: bool = True, repeat: int = 10) -> np.ndarray:
     """GB/s of a copy of `nbytes` from each GPU (rows: senders) to each other GPU (columns: receivers); NaN on the diagonal.
 
