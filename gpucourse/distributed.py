@@ -264,12 +264,12 @@ class DistributedTranspose:
         """
         for stage in self._steps[overlap]:
             for step in stage:
-                if step.copy is not None:
-                    with on_device(self.inp.devices[step.receiver]):
+                with on_device(self.inp.devices[step.receiver]):  # a kernel launches in its own device's context
+                    if step.copy is not None:
                         copy_2d(*step.copy, stream=step.stream)
-                    if not overlap and step.stream is not None:
-                        step.stream.synchronize()
-                step.transpose()
+                        if not overlap and step.stream is not None:
+                            step.stream.synchronize()
+                    step.transpose()
 
     def poison(self) -> None:
         """Fill the output with the poison value (NaN), so that a check after the next run sees every element it missed."""

@@ -108,6 +108,7 @@ class HostStaged(_Rank):
         self.send_device, self.recv_device = (self.xp.empty((self.h, self.w), np.float32) for _ in range(2))
         self.local = self.plan(self.slot_of_output(self.rank), self.block_of_input(self.rank))
         self.remote = {peer: self.plan(self.slot_of_output(peer), self.recv_device) for peer in range(self.size) if peer != self.rank}
+        self.wait_for_device()  # the arrays were filled on the default stream
 
     def run(self) -> None:
         """One whole transpose."""
@@ -139,6 +140,7 @@ class NcclTranspose(_Rank):
         self.recv = self.xp.empty((self.size, self.h, self.w), np.float32)
         with self.exchange.stream:  # the plans launch on the exchange's stream, after the data arrives
             self.plans = [self.plan(self.slot_of_output(peer), self.recv[peer]) for peer in range(self.size)]
+        self.wait_for_device()  # the slices were filled on the default stream; the exchange's stream does not wait for it
 
     def run(self) -> None:
         """One whole transpose."""
