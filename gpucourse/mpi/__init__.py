@@ -128,7 +128,8 @@ class MPIRun:
     @property
     def lines(self) -> list[str]:
         """What the ranks printed, without the result line."""
-        return [line for line in self.stdout.splitlines() if not line.startswith(RESULT_MARKER)]
+        text = re.sub(r"\x1b\[[0-9;]*m", "", self.stdout)  # colour codes some libraries print
+        return [line for line in text.splitlines() if line.strip() and not line.startswith(RESULT_MARKER)]
 
     def check(self) -> MPIRun:
         """Raise MPIProblem with the end of the output if the run failed or reported no result; return self."""
