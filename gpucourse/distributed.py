@@ -32,7 +32,17 @@ from . import mode
 from .arrays import array_module, poison_value
 from .errors import DecompositionError
 from .kernels import transpose as T
-from .multigpu import check_ordinal, copy_2d, copy_to_device, new_stream, on_device, synchronize_all, wall_time_ms
+from .multigpu import (
+    can_access_peer,
+    check_ordinal,
+    copy_2d,
+    copy_to_device,
+    new_stream,
+    on_device,
+    set_peer_access,
+    synchronize_all,
+    wall_time_ms,
+)
 
 #: The transpose kernel used for each block (chapter 3's padded shared-memory tile).
 VARIANT = "no_bank_conflicts"
@@ -187,7 +197,8 @@ class DistributedTranspose:
     """The transpose of a `DistributedMatrix` into another one split the same way: made once, then `run()` only launches."""
 
     def __init__(self, inp: DistributedMatrix, *, schedule: Sequence[Sequence[tuple[int, int]]] | None = None,
-                 tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS, kernel: str = "numba") -> None:
+                 tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS, kernel: str = "numba",
+                 peer_access: bool = True) -> None:
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}")
         self.inp = inp
@@ -200,6 +211,11 @@ class DistributedTranspose:
         self.schedule_problems = problems
         self.out = DistributedMatrix.filled((cols, rows), inp.devices, inp.dtype)
         self.kernel, self.tile, self.block_rows = kernel, tile, block_rows
+        # As the book does, switch peer access on (and leave it on) between every pair of GPUs that allows it, so that the
+        # block copies go straight over NVLink or PCIe; peer_access=False switches it off, and the driver stages them
+        # through host memory.
+        self.peer_access = peer_access
+        self.peer_pairs = self._set_peer_access(peer_access)
         xp = array_module()
         h, w = inp.split.rows_per_part, inp.split.cols_per_part
         self.recv = []
@@ -212,6 +228,14 @@ class DistributedTranspose:
         self._steps = {overlap: self._make_steps(overlap, h, w) for overlap in (True, False)}
         # The streams do not wait for the legacy default stream, where the arrays were filled: wait here, once.
         self.synchronize()
+
+    def _set_peer_access(self, enabled: bool) -> list[tuple[int, int]]:
+        """Switch peer access on or off between every pair of the transpose's GPUs that allows it; return those pairs."""
+        gpus = sorted(set(self.inp.devices))
+        pairs = [(a, b) for a in gpus for b in gpus if a < b and can_access_peer(a, b) and can_access_peer(b, a)]
+        for a, b in pairs:
+            set_peer_access(a, b, enabled)
+        return pairs
 
     def _make_steps(self, overlap: bool, h: int, w: int) -> list[list[_Step]]:
         steps = []
@@ -343,10 +367,11 @@ class TransposeRun:
 
 
 def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool] = (True, False), kernel: str = "numba",
-            repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS) -> list[TransposeRun]:
+            repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS,
+            peer_access: bool = True) -> list[TransposeRun]:
     """Transpose a random split matrix over `devices`: check the first run (poisoned output), then time each mode (wall clock)."""
     inp = DistributedMatrix.filled(shape, devices, seed=seed)
-    transpose = DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows)
+    transpose = DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows, peer_access=peer_access)
     runs = []
     for overlap in overlaps:
         transpose.poison()
@@ -354,6 +379,8 @@ def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequenc
         wrong = transpose.mismatches()
         ms = transpose.time_ms(overlap, repeat=repeat)
         how = f"{'overlapped streams' if overlap else 'blocking copies'}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
+        if len(set(devices)) > 1:
+            how += f", peer access {'on' if transpose.peer_pairs and peer_access else 'off'}"
         runs.append(TransposeRun(tuple(devices), inp.shape, how, ms, transpose.bytes_moved, wrong))
     return runs
 

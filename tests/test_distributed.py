@@ -88,3 +88,18 @@ def test_time_ms():
     h, w = gpucourse.problem_size("ch4_test_slice")
     inp = D.DistributedMatrix.filled((2 * h, 2 * w), [0, 0], seed=9)
     assert D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1]).time_ms(repeat=1) > 0
+
+
+def test_peer_access_is_switched_as_asked():
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    count = multigpu.device_count()
+    devices = list(range(count)) if count > 1 else [0, 0]
+    inp = D.DistributedMatrix.filled((len(devices) * h, len(devices) * w), devices, seed=10)
+    capable = count > 1 and bool(multigpu.peer_matrix()[0, 1])
+    for enabled in (False, True):
+        transpose = D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1], peer_access=enabled)
+        assert transpose.peer_pairs == ([(0, 1)] if capable else [])
+        if capable:
+            assert multigpu.set_peer_access(0, 1, enabled) == (enabled, enabled)  # the state the transpose left
+        transpose.run()
+        assert transpose.mismatches() == 0

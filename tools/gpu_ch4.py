@@ -178,9 +178,10 @@ def distributed_transpose(repeat: int) -> None:
         except gpucourse.errors.DecompositionError as exc:
             log(f"   {len(devices)} parts: {exc}")
             continue
-        kernels = ("numba", "cupy") if len(set(devices)) == count and count > 1 and gpucourse.on_gpu() else ("numba",)
-        for kernel in kernels:
-            for run in D.measure(shape, devices, kernel=kernel, repeat=repeat, tile=tile, block_rows=block_rows,
+        several = len(set(devices)) == count and count > 1 and gpucourse.on_gpu()
+        variants = [("numba", True)] + ([("numba", False), ("cupy", True)] if several else [])
+        for kernel, peer in variants:
+            for run in D.measure(shape, devices, kernel=kernel, repeat=repeat, tile=tile, block_rows=block_rows, peer_access=peer,
                                  overlaps=(True, False) if len(devices) > 1 else (True,)):
                 log(f"   {run}" + (f" = {run.gbs / copy_gbs:.2f} of one GPU's copy" if copy_gbs else ""))
                 runs.append(run)
