@@ -45,3 +45,23 @@ class PlanMismatch(ArrayArgumentError):
 
 class LaunchError(CourseError, RuntimeError):
     """The CUDA driver refused a kernel launch (the message names the kernel and the driver's error)."""
+
+
+class DeviceOrdinalError(CourseError, IndexError):
+    """A device number that this process cannot see (the message lists the ones it can)."""
+
+
+class PeerAccessError(CourseError, RuntimeError):
+    """Peer access asked of two GPUs that cannot reach each other's memory directly."""
+
+
+class DecompositionError(CourseError, ValueError):
+    """An array that does not split evenly over the devices or ranks asked for."""
+
+
+class MPIProblem(EnvironmentProblem):
+    """MPI cannot run as asked: no launcher, no mpi4py, or a program that failed (the message says which)."""
+
+
+class DeviceBufferError(ArrayArgumentError):
+    """A device array handed to an MPI library that can only read host memory."""

@@ -110,6 +110,21 @@ SIZES: dict[str, Size] = {
     "ch3_exercise_transpose": Size(gpu=(6000, 6001), simulator=(20, 37), unit="(rows, columns), not multiples of 32 (144 MB on a GPU)"),
     "ch3_exercise_ilp": Size(gpu=(1 << 22) + 37, simulator=333, unit="float64 elements (not a multiple of a block)"),
     "ch3_exercise_divergence": Size(gpu=(1 << 22) + 37, simulator=201, unit="float32 elements (not a multiple of 64)"),
+    # --- Chapter 4: multi-GPU programming -----------------------------------------------------
+    # The book transposes 2048 x 2048 over two GPUs; on a GPU we take 16384 x 16384 float32 (1 GiB a
+    # matrix, 512 MiB a slice on each of two GPUs: far beyond any L2). Sides must split over the parts,
+    # so the simulator's are multiples of 2 and 4, and not multiples of its 4 x 4 tile.
+    "ch4_transpose": Size(gpu=(16384, 16384), simulator=(12, 20), unit="(rows, columns) of the float32 matrix split over the GPUs"),
+    "ch4_tile": Size(gpu=(32, 8), simulator=(4, 2), unit="(tile, block_rows) of the transpose kernel (chapter 3's)"),
+    "ch4_repeat": Size(gpu=20, simulator=2, unit="timed repeats per measurement"),
+    "ch4_alloc": Size(gpu=4 * 1024 * 1024, simulator=1024, unit="float32 elements each device allocates (the book: 4M)"),
+    "ch4_p2p_bytes": Size(gpu=16 * 2**20, simulator=64 * 2**10, unit="bytes per peer copy (the book's 16 MiB)"),
+    "ch4_p2p_sizes": Size(gpu=tuple(4096 * 4**k for k in range(10)), simulator=(4096, 65536),
+                          unit="bytes per peer copy in the sweep (4 KiB .. 1 GiB on a GPU)"),
+    "ch4_mpi_transpose": Size(gpu=(16384, 16384), simulator=(8, 12), unit="(rows, columns) of the MPI transpose"),
+    "ch4_mpi_ranks": Size(gpu=2, simulator=2, unit="MPI ranks the notebook starts"),
+    "ch4_test_slice": Size(gpu=(300, 170), simulator=(5, 7), unit="(rows, columns) per part in the tests (times the parts)"),
+    "ch4_exercise_slice": Size(gpu=(96, 80), simulator=(3, 5), unit="(rows, columns) per part in the exercise checks"),
     # --- Chapter 5: Monte Carlo ----------------------------------------------------------------
     # On a GPU every array a generator writes or a sum reads is 1 GiB or more, twenty times an H100's L2.
     "ch5_threads_per_block": Size(gpu=256, simulator=32, unit="threads per block of the chapter's kernels"),

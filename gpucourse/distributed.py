@@ -1,0 +1,402 @@
+"""A matrix split by rows over several GPUs, and its transpose by peer copies overlapped with local transposes.
+
+Book §4.1.3 and Appendix D.4.1, in NumPy's row-major order. An `n_rows x n_cols` matrix is split
+into P horizontal slices of `h = n_rows / P` rows; part p lives on device `devices[p]`. The
+transpose (`n_cols x n_rows`) is split the same way, into slices of `w = n_cols / P` rows. Block
+(s, r) of the input, rows of part s and columns `r*w : (r+1)*w`, becomes block (r, s) of the
+output, so part r of the output needs one `h x w` block from every input part:
+
+    out[r][:, s*h:(s+1)*h] = in[s][:, r*w:(r+1)*w].T
+
+The work goes in P stages. In stage 0 every part transposes its own diagonal block (no copy).
+In stage k, part r receives the block of part (r + k) mod P into a receive buffer with one 2D
+copy, then transposes it; every part sends one block and receives one in every stage, so the
+copy engines of all links are busy at once. With one stream per part and stage, the copies of
+stage k overlap the transposes of earlier stages.
+
+The transposes are chapter 3's kernel (`gpucourse.kernels.transpose`), launched on strided views:
+a view carries its row pitch, which the book passes to its kernel as a leading dimension. Devices
+may repeat (`devices=[0, 0]` splits the matrix in two on one GPU), so every step of the
+algorithm also runs on one GPU and in the simulator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import mode
+from .arrays import array_module, poison_value
+from .errors import DecompositionError
+from .kernels import transpose as T
+from .multigpu import (
+    can_access_peer,
+    check_ordinal,
+    copy_2d,
+    copy_to_device,
+    new_stream,
+    on_device,
+    set_peer_access,
+    synchronize_all,
+    wall_time_ms,
+)
+
+#: The transpose kernel used for each block (chapter 3's padded shared-memory tile).
+VARIANT = "no_bank_conflicts"
+#: How each block is transposed: chapter 3's Numba kernel, or CuPy's own copy of a transposed view.
+KERNELS = ("numba", "cupy")
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    """How a (rows, cols) matrix splits into `parts` slices of rows, and its transpose likewise."""
+
+    shape: tuple[int, int]
+    parts: int
+
+    @property
+    def rows_per_part(self) -> int:
+        """h: rows of the input each part holds."""
+        return self.shape[0] // self.parts
+
+    @property
+    def cols_per_part(self) -> int:
+        """w: columns of the input whose transpose each part holds (rows of its output slice)."""
+        return self.shape[1] // self.parts
+
+
+def split_rows(shape: tuple[int, int], parts: int) -> RowSplit:
+    """Check that a (rows, cols) matrix splits into `parts` equal slices of rows and of columns (DecompositionError if not)."""
+    if not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise DecompositionError(f"the number of parts must be a positive int; got {parts!r}.")
+    if len(shape) != 2 or min(shape) < 1:
+        raise DecompositionError(f"the matrix must be 2D and not empty; got shape {tuple(shape)}.")
+    rows, cols = (int(n) for n in shape)
+    bad = [f"{n} {what}" for n, what in ((rows, "rows"), (cols, "columns")) if n % parts]
+    if bad:
+        raise DecompositionError(
+            f"a {rows} x {cols} matrix does not split over {parts} parts: {' and '.join(bad)} are not a multiple of {parts}. "
+            f"Each part holds rows/{parts} rows of the input and columns/{parts} rows of the transpose: choose sides that "
+            f"{parts} divides (pad the matrix), or use a number of GPUs or ranks that divides both."
+        )
+    return RowSplit((rows, cols), int(parts))
+
+
+def transpose_schedule(parts: int) -> list[list[tuple[int, int]]]:
+    """The book's stages: stage k lists (sender, receiver) with receiver r receiving from (r + k) mod P; stage 0 is local."""
+    return [[((receiver + stage) % parts, receiver) for receiver in range(parts)] for stage in range(parts)]
+
+
+def schedule_problems(stages, parts: int) -> list[str]:
+    """What is wrong with a schedule of (sender, receiver) stages for `parts` parts, in words (empty: a valid schedule)."""
+    problems: list[str] = []
+    try:
+        stages = [[(int(s), int(r)) for s, r in stage] for stage in stages]
+    except (TypeError, ValueError):
+        return [f"a schedule is a list of stages, each a list of (sender, receiver) pairs; got {stages!r}."]
+    seen: dict[tuple[int, int], int] = {}
+    for number, stage in enumerate(stages):
+        for s, r in stage:
+            if not (0 <= s < parts and 0 <= r < parts):
+                problems.append(f"stage {number} has the pair ({s}, {r}), but parts are numbered 0 to {parts - 1}.")
+            elif (s, r) in seen:
+                problems.append(f"the pair (sender {s}, receiver {r}) comes twice, in stages {seen[(s, r)]} and {number}: each block "
+                                "moves once.")
+            else:
+                seen[(s, r)] = number
+        senders = [s for s, _ in stage]
+        receivers = [r for _, r in stage]
+        for who, listed in (("sends", senders), ("receives", receivers)):
+            twice = sorted({p for p in listed if listed.count(p) > 1})
+            if twice:
+                problems.append(f"in stage {number}, part {twice[0]} {who} {listed.count(twice[0])} blocks: in a stage each part "
+                                f"should send one block and receive one, so that every link is busy once.")
+    missing = [(s, r) for s in range(parts) for r in range(parts) if (s, r) not in seen]
+    if missing:
+        local = [pair for pair in missing if pair[0] == pair[1]]
+        what = "the diagonal blocks (a part's own block, transposed without a copy)" if local else "these blocks"
+        problems.append(f"{len(missing)} of the {parts * parts} blocks never move; first {missing[0]} (sender, receiver): {what}.")
+    return problems
+
+
+class DistributedMatrix:
+    """A matrix split by rows: part p (an `h x n_cols` slice) lives on device `devices[p]`."""
+
+    def __init__(self, shape: tuple[int, int], devices: Sequence[int], parts: Sequence, dtype) -> None:
+        self.split = split_rows(shape, len(devices))
+        self.shape = self.split.shape
+        self.devices = tuple(check_ordinal(d) for d in devices)
+        self.parts = list(parts)
+        self.dtype = np.dtype(dtype)
+
+    @classmethod
+    def filled(cls, shape: tuple[int, int], devices: Sequence[int], dtype=np.float32, *, seed: int | None = None) -> DistributedMatrix:
+        """A split matrix of random values in [0, 1) from `seed` (each part made on its own device), or of the poison value."""
+        split = split_rows(shape, len(devices))
+        xp = array_module()
+        parts = []
+        for index, device in enumerate(devices):
+            with on_device(device):
+                part_shape = (split.rows_per_part, split.shape[1])
+                if seed is None:
+                    parts.append(xp.full(part_shape, poison_value(dtype), dtype=dtype))
+                else:
+                    parts.append(random_part(seed, index, part_shape, dtype))
+        return cls(shape, devices, parts, dtype)
+
+    def rows_of(self, part: int) -> slice:
+        """The rows of the whole matrix that part `part` holds."""
+        h = self.split.rows_per_part
+        return slice(part * h, (part + 1) * h)
+
+    def gather(self) -> np.ndarray:
+        """The whole matrix on the host."""
+        synchronize_all(self.devices)
+        xp = array_module()
+        return np.concatenate([part if xp is np else part.get() for part in self.parts])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole matrix."""
+        return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
+
+def random_part(seed: int, part: int, shape: tuple[int, int], dtype=np.float32):
+    """Part `part` of a random matrix, made on the current device: the same values wherever it is made again."""
+    xp = array_module()
+    return xp.random.default_rng(1000 * seed + part).random(shape, dtype=dtype)
+
+
+def kernel_view(array):
+    """`array` as a kernel argument: in the simulator a NumPy view becomes a simulated device array sharing its memory.
+
+    (The simulator copies a plain NumPy argument to its "device" and back, and refuses a strided view.)
+    """
+    if mode.is_simulator() and isinstance(array, np.ndarray):
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(array)
+    return array
+
+
+@dataclass
+class _Step:
+    """One block of the transpose: an optional copy to the receiver, then the transpose into the output slice."""
+
+    sender: int
+    receiver: int
+    copy: tuple | None  # (destination view, source view)
+    transpose: Callable[[], None]
+    stream: object
+
+
+class DistributedTranspose:
+    """The transpose of a `DistributedMatrix` into another one split the same way: made once, then `run()` only launches."""
+
+    def __init__(self, inp: DistributedMatrix, *, schedule: Sequence[Sequence[tuple[int, int]]] | None = None,
+                 tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS, kernel: str = "numba",
+                 peer_access: bool = True) -> None:
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}")
+        self.inp = inp
+        parts = len(inp.devices)
+        rows, cols = inp.shape
+        self.schedule = [list(stage) for stage in (transpose_schedule(parts) if schedule is None else schedule)]
+        problems = schedule_problems(self.schedule, parts)
+        if problems and schedule is None:  # pragma: no cover - the book's schedule is valid for every P
+            raise AssertionError(problems)
+        self.schedule_problems = problems
+        self.out = DistributedMatrix.filled((cols, rows), inp.devices, inp.dtype)
+        self.kernel, self.tile, self.block_rows = kernel, tile, block_rows
+        # As the book does, switch peer access on (and leave it on) between every pair of GPUs that allows it, so that the
+        # block copies go straight over NVLink or PCIe; peer_access=False switches it off, and the driver stages them
+        # through host memory.
+        self.peer_access = peer_access
+        self.peer_pairs = self._set_peer_access(peer_access)
+        xp = array_module()
+        h, w = inp.split.rows_per_part, inp.split.cols_per_part
+        self.recv = []
+        for device in inp.devices:
+            with on_device(device):
+                self.recv.append(xp.full((h, cols), poison_value(inp.dtype), dtype=inp.dtype) if parts > 1 else None)
+        stages = max(1, len(self.schedule))
+        self.streams = [[new_stream(device) for _ in range(stages)] for device in inp.devices]
+        # overlap=True: one stream per (receiver, stage); overlap=False: one stream per receiver, copies waited for.
+        self._steps = {overlap: self._make_steps(overlap, h, w) for overlap in (True, False)}
+        # The streams do not wait for the legacy default stream, where the arrays were filled: wait here, once.
+        self.synchronize()
+
+    def _set_peer_access(self, enabled: bool) -> list[tuple[int, int]]:
+        """Switch peer access on or off between every pair of the transpose's GPUs that allows it; return those pairs."""
+        gpus = sorted(set(self.inp.devices))
+        pairs = [(a, b) for a in gpus for b in gpus if a < b and can_access_peer(a, b) and can_access_peer(b, a)]
+        for a, b in pairs:
+            set_peer_access(a, b, enabled)
+        return pairs
+
+    def _make_steps(self, overlap: bool, h: int, w: int) -> list[list[_Step]]:
+        steps = []
+        for number, stage in enumerate(self.schedule):
+            made = []
+            for sender, receiver in stage:
+                stream = self.streams[receiver][number if overlap else 0]
+                target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
+                block = self.inp.parts[sender][:, receiver * w:(receiver + 1) * w]
+                copy = None
+                if sender != receiver:
+                    landing = self.recv[receiver][:, sender * w:(sender + 1) * w]
+                    copy, block = (landing, block), landing
+                made.append(_Step(sender, receiver, copy, self._transposer(target, block, receiver, stream), stream))
+            steps.append(made)
+        return steps
+
+    def _transposer(self, target, block, receiver: int, stream) -> Callable[[], None]:
+        """A call that transposes `block` into `target` on the receiver's device and `stream` (planned once, here)."""
+        device = self.inp.devices[receiver]
+        with on_device(device), (stream if stream is not None else contextlib.nullcontext()):
+            if self.kernel == "numba":
+                plan = T.transpose.plan(kernel_view(target), kernel_view(block), VARIANT, self.tile, self.block_rows)
+                return lambda: plan(stream=stream)
+        if mode.is_simulator():
+            return lambda: np.copyto(target, block.T)
+
+        def cupy_copy() -> None:
+            with on_device(device), stream:
+                target[...] = block.T
+
+        return cupy_copy
+
+    @property
+    def parts(self) -> int:
+        """Number of slices (and of stages)."""
+        return len(self.inp.devices)
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes a transpose reads plus writes, each element once each way (the book's effective-bandwidth count)."""
+        return 2 * self.inp.nbytes
+
+    def run(self, overlap: bool = True) -> None:
+        """Queue the whole transpose: stage by stage, each block copied to its receiver (if needed) and transposed there.
+
+        overlap=True (the book's asynchronous version): every (receiver, stage) has its own stream, so
+        copies and transposes of different stages run at the same time. overlap=False: one stream per
+        receiver and the host waits for each copy, so nothing overlaps a copy.
+        """
+        for stage in self._steps[overlap]:
+            for step in stage:
+                with on_device(self.inp.devices[step.receiver]):  # a kernel launches in its own device's context
+                    if step.copy is not None:
+                        copy_2d(*step.copy, stream=step.stream)
+                        if not overlap and step.stream is not None:
+                            step.stream.synchronize()
+                    step.transpose()
+
+    def poison(self) -> None:
+        """Fill the output with the poison value (NaN), so that a check after the next run sees every element it missed."""
+        for device, part in zip(self.inp.devices, self.out.parts):
+            with on_device(device):
+                part[...] = poison_value(self.inp.dtype)
+        self.synchronize()
+
+    def synchronize(self) -> None:
+        """Wait until every device has finished the transpose."""
+        synchronize_all(self.inp.devices)
+
+    def mismatches(self) -> int:
+        """Elements of the output that differ from the input's transpose (NaN, never written, counts as different)."""
+        self.synchronize()
+        h, w = self.inp.split.rows_per_part, self.inp.split.cols_per_part
+        wrong = 0
+        for receiver, device in enumerate(self.inp.devices):
+            for sender in range(self.parts):
+                block = copy_to_device(self.inp.parts[sender][:, receiver * w:(receiver + 1) * w], device)
+                with on_device(device):
+                    xp = array_module()
+                    target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
+                    wrong += int(xp.count_nonzero(~(target == block.T)))
+        return wrong
+
+    def time_ms(self, overlap: bool = True, repeat: int = 10) -> float:
+        """Median wall-clock ms of one whole transpose, from idle GPUs until all of them are done (as the book times it)."""
+        return wall_time_ms(lambda: self.run(overlap), self.inp.devices, repeat=repeat)
+
+    def __repr__(self) -> str:
+        rows, cols = self.inp.shape
+        return (f"DistributedTranspose({rows} x {cols} {self.inp.dtype.name} over devices {list(self.inp.devices)}, "
+                f"{len(self.schedule)} stages, kernel={self.kernel!r})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurements (the notebook and tools/gpu_ch4.py call these)
+
+
+@dataclass(frozen=True)
+class TransposeRun:
+    """One measured transpose: where it ran, how, its median time, bandwidth and the check's result."""
+
+    devices: tuple[int, ...]
+    shape: tuple[int, int]
+    how: str
+    ms: float
+    nbytes: int
+    mismatches: int
+
+    @property
+    def gbs(self) -> float:
+        """Effective bandwidth in GB/s: the matrix read once and written once, over the median time."""
+        return self.nbytes / (self.ms * 1e-3) / 1e9
+
+    @property
+    def gpus(self) -> int:
+        """Number of different GPUs the parts lived on."""
+        return len(set(self.devices))
+
+    def as_dict(self) -> dict:
+        """The run as a plain dict (for JSON records)."""
+        return {"devices": list(self.devices), "gpus": self.gpus, "shape": list(self.shape), "how": self.how, "ms": self.ms,
+                "gbs": self.gbs, "mismatches": self.mismatches}
+
+    def __str__(self) -> str:
+        check = "checked" if self.mismatches == 0 else f"{self.mismatches} WRONG"
+        return (f"{self.shape[0]} x {self.shape[1]} over devices {list(self.devices)} ({self.how}): {self.ms:.3f} ms, "
+                f"{self.gbs:.0f} GB/s ({check})")
+
+
+def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool] = (True, False), kernel: str = "numba",
+            repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS,
+            peer_access: bool = True) -> list[TransposeRun]:
+    """Transpose a random split matrix over `devices`: check the first run (poisoned output), then time each mode (wall clock)."""
+    inp = DistributedMatrix.filled(shape, devices, seed=seed)
+    transpose = DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows, peer_access=peer_access)
+    runs = []
+    for overlap in overlaps:
+        transpose.poison()
+        transpose.run(overlap)
+        wrong = transpose.mismatches()
+        ms = transpose.time_ms(overlap, repeat=repeat)
+        how = f"{'overlapped streams' if overlap else 'blocking copies'}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
+        if len(set(devices)) > 1:
+            how += f", peer access {'on' if transpose.peer_pairs and peer_access else 'off'}"
+        runs.append(TransposeRun(tuple(devices), inp.shape, how, ms, transpose.bytes_moved, wrong))
+    return runs
+
+
+def one_gpu_transpose(shape: tuple[int, int], *, repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE,
+                      block_rows: int = T.BOOK_BLOCK_ROWS) -> TransposeRun:
+    """Chapter 3's transpose of the whole matrix on the current GPU, timed with CUDA events (gpucourse.benchmark) and checked."""
+    from .timing import benchmark
+
+    xp = array_module()
+    inp = random_part(seed, 0, shape)
+    out = xp.full(shape[::-1], poison_value(np.float32), dtype=np.float32)
+    a, b = kernel_view(out), kernel_view(inp)
+    T.transpose(a, b, VARIANT, tile, block_rows)
+    synchronize_all()
+    wrong = int(xp.count_nonzero(~(out == inp.T)))
+    timing = benchmark(lambda: T.transpose(a, b, VARIANT, tile, block_rows), warmup=1, repeat=repeat)
+    return TransposeRun((0,), tuple(shape), "one kernel, CUDA events" if not timing.simulated else "one kernel",
+                        timing.median_ms, 2 * inp.nbytes, wrong)

@@ -1,0 +1,63 @@
+"""Which device each MPI rank takes, and proof that it allocates there (book §4.2.1, mpiDevices / assignDevice).
+
+    mpiexec -n 2 python -m gpucourse.mpi.devices
+
+Every rank finds its node-local rank and takes that device (`gpucourse.mpi.ranks.place`). Then,
+one rank after the other, each allocates an array, and every rank counts how many such arrays its
+own device holds, from the free memory before and after. One array per device means every rank
+has a GPU of its own; two, that two ranks share one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    """Place the ranks, allocate, count; rank 0 prints one line per rank and the result line."""
+    parser = argparse.ArgumentParser(prog="python -m gpucourse.mpi.devices", description=__doc__.split("\n")[0])
+    parser.add_argument("--elements", type=int, default=None, help="float32 elements each rank allocates")
+    args = parser.parse_args(argv)
+    from mpi4py import MPI
+
+    import gpucourse
+
+    from .. import multigpu, sizes
+    from . import ranks, report
+
+    comm = MPI.COMM_WORLD
+    placement = ranks.place(comm)
+    count = args.elements or sizes.problem_size("ch4_alloc")
+    arrays_seen = []
+    if gpucourse.on_gpu():
+        import cupy
+
+        comm.Barrier()
+        free_before, _ = multigpu.memory_info(placement.device)
+        held = None
+        for turn in range(comm.Get_size()):
+            comm.Barrier()
+            if turn == comm.Get_rank():
+                with multigpu.on_device(placement.device):
+                    held = cupy.cuda.runtime.malloc(count * 4)  # not CuPy's pool: the driver's own accounting
+                    cupy.cuda.runtime.deviceSynchronize()
+            comm.Barrier()
+            free_after, _ = multigpu.memory_info(placement.device)
+            arrays_seen.append(round((free_before - free_after) / (count * 4)))
+        comm.Barrier()
+        cupy.cuda.runtime.free(held)
+    lines = comm.gather((placement.as_dict(), arrays_seen), root=0)
+    if comm.Get_rank() == 0:
+        for info, seen in lines:
+            text = str(ranks.Placement(**info))
+            if seen:
+                text += f"; arrays on its device after each rank's turn: {seen}"
+            print(text, flush=True)
+        report({"program": "devices", "ranks": comm.Get_size(), "mode": gpucourse.MODE,
+                "placements": [info for info, _ in lines], "arrays_seen": [seen for _, seen in lines]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The MPI transpose (book §4.2.2, §4.2.3, Appendix D.4.2-3): one rank per GPU, the matrix split by rows over the ranks.
+
+    mpiexec -n 2 python -m gpucourse.mpi.transpose --shape 16384 16384 --method host
+
+The decomposition is the one of `gpucourse.distributed`: rank r holds rows r*h .. (r+1)*h of the
+input and rows r*w .. (r+1)*w of the transpose, and needs one h x w block from every rank.
+Methods:
+
+- ``host``: the book's first version. In stage k rank r sends its block for rank (r - k) mod P
+  and receives the block of rank (r + k) mod P: a 2D copy from the device into a pinned host
+  buffer, `MPI_Sendrecv` between host buffers, a copy back to the device, a transpose.
+- ``nccl``: device to device. Every rank packs its P blocks into one contiguous buffer, the blocks
+  go out in one grouped NCCL exchange (all sends and receives issued together), and each received
+  block is transposed into place.
+- ``cuda-aware``: the book's second version, `MPI_Sendrecv` on device buffers. Only where the MPI
+  library says it is CUDA-aware; otherwise the program says so and stops cleanly.
+
+Every rank makes its input from a seed, so every rank can check its output against the input of
+the others without sending it. Rank 0 prints one result line (see `gpucourse.mpi.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import numpy as np
+
+METHODS = ("host", "nccl", "cuda-aware")
+
+
+def _parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gpucourse.mpi.transpose", description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", type=int, nargs=2, default=(1024, 1024), metavar=("ROWS", "COLS"))
+    parser.add_argument("--method", choices=METHODS, default="host")
+    parser.add_argument("--repeat", type=int, default=10, help="timed transposes (median reported)")
+    parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--tile", type=int, nargs=2, default=None, metavar=("TILE", "BLOCK_ROWS"))
+    parser.add_argument("--expect-ranks", type=int, default=None, help="fail clearly if MPI starts another number of ranks")
+    return parser.parse_args(argv)
+
+
+class _Rank:
+    """What every method shares: the rank's slices, the transposes planned once, device waits and the check."""
+
+    def __init__(self, comm, shape, seed: int, tile: tuple[int, int]) -> None:
+        from .. import distributed
+        from ..arrays import array_module
+
+        self.comm, self.rank, self.size = comm, comm.Get_rank(), comm.Get_size()
+        self.split = distributed.split_rows(shape, self.size)
+        self.h, self.w = self.split.rows_per_part, self.split.cols_per_part
+        self.xp = array_module()
+        self.seed, self.tile = seed, tile
+        rows, cols = self.split.shape
+        self.inp = distributed.random_part(seed, self.rank, (self.h, cols))
+        self.out = self.xp.full((self.w, rows), np.nan, dtype=np.float32)
+
+    def block_of_input(self, peer: int):
+        """The block of this rank's input that rank `peer` needs (h x w, strided)."""
+        return self.inp[:, peer * self.w:(peer + 1) * self.w]
+
+    def slot_of_output(self, peer: int):
+        """Where the transpose of rank `peer`'s block goes in this rank's output (w x h, strided)."""
+        return self.out[:, peer * self.h:(peer + 1) * self.h]
+
+    def plan(self, target, source):
+        """A transpose of `source` into `target`, planned now on the current stream: the call only launches."""
+        from ..distributed import VARIANT, kernel_view
+        from ..kernels import transpose as T
+
+        return T.transpose.plan(kernel_view(target), kernel_view(source), VARIANT, *self.tile)
+
+    def wait_for_device(self) -> None:
+        """Wait until this rank's GPU is idle."""
+        from ..timing import synchronize
+
+        synchronize()
+
+    def mismatches(self) -> int:
+        """Wrong or unwritten elements of this rank's output, against the inputs of every rank made again from the seed."""
+        from ..distributed import random_part
+
+        self.wait_for_device()
+        wrong = 0
+        for peer in range(self.size):
+            expected = random_part(self.seed, peer, (self.h, self.split.shape[1]))[:, self.rank * self.w:(self.rank + 1) * self.w]
+            wrong += int(self.xp.count_nonzero(~(self.slot_of_output(peer) == expected.T)))
+        return wrong
+
+
+class HostStaged(_Rank):
+    """The book's MPI transpose: device -> pinned host buffer -> MPI_Sendrecv -> host buffer -> device, stage by stage.
+
+    With device_buffers=True (CUDA-aware MPI only) MPI_Sendrecv takes the device buffers themselves.
+    """
+
+    def __init__(self, comm, shape, seed, tile, *, cuda_aware: bool | None, device_buffers: bool = False) -> None:
+        super().__init__(comm, shape, seed, tile)
+        self.cuda_aware, self.device_buffers = cuda_aware, device_buffers
+        if self.xp is np:
+            self.send_host, self.recv_host = (np.empty((self.h, self.w), np.float32) for _ in range(2))
+        else:
+            import cupyx
+
+            self.send_host, self.recv_host = (cupyx.empty_pinned((self.h, self.w), np.float32) for _ in range(2))
+        self.send_device, self.recv_device = (self.xp.empty((self.h, self.w), np.float32) for _ in range(2))
+        self.local = self.plan(self.slot_of_output(self.rank), self.block_of_input(self.rank))
+        self.remote = {peer: self.plan(self.slot_of_output(peer), self.recv_device) for peer in range(self.size) if peer != self.rank}
+        self.wait_for_device()  # the arrays were filled on the default stream
+
+    def run(self) -> None:
+        """One whole transpose."""
+        from ..multigpu import copy_2d
+        from .support import check_buffers
+
+        self.local()
+        for stage in range(1, self.size):
+            to, source = (self.rank - stage) % self.size, (self.rank + stage) % self.size
+            send, recv = (self.send_device, self.recv_device) if self.device_buffers else (self.send_host, self.recv_host)
+            copy_2d(send, self.block_of_input(to))  # pack: device to host (or to a contiguous device buffer)
+            self.wait_for_device()  # MPI reads the buffer now, outside any stream
+            check_buffers(send, recv, cuda_aware=self.cuda_aware, call="MPI_Sendrecv")
+            self.comm.Sendrecv(send, dest=to, sendtag=self.rank, recvbuf=recv, source=source, recvtag=source)
+            if not self.device_buffers:
+                copy_2d(self.recv_device, self.recv_host)  # host to device, ahead of the transpose on the same stream
+            self.remote[source]()
+
+
+class NcclTranspose(_Rank):
+    """Device to device: pack every block, one grouped NCCL exchange, transpose every received block."""
+
+    def __init__(self, comm, shape, seed, tile) -> None:
+        super().__init__(comm, shape, seed, tile)
+        from .exchange import NcclExchange
+
+        self.exchange = NcclExchange(comm)
+        self.send = self.xp.empty((self.size, self.h, self.w), np.float32)
+        self.recv = self.xp.empty((self.size, self.h, self.w), np.float32)
+        with self.exchange.stream:  # the plans launch on the exchange's stream, after the data arrives
+            self.plans = [self.plan(self.slot_of_output(peer), self.recv[peer]) for peer in range(self.size)]
+        self.wait_for_device()  # the slices were filled on the default stream; the exchange's stream does not wait for it
+
+    def run(self) -> None:
+        """One whole transpose."""
+        from .exchange import all_to_all
+
+        stream = self.exchange.stream
+        with stream:
+            self.send[...] = self.inp.reshape(self.h, self.size, self.w).transpose(1, 0, 2)  # block p -> send[p]
+        all_to_all(self.exchange, self.send, self.recv)
+        for plan in self.plans:
+            plan(stream=stream)
+
+    def wait_for_device(self) -> None:
+        """Wait until this rank's GPU is idle."""
+        self.exchange.stream.synchronize()
+        super().wait_for_device()
+
+
+def _unavailable(method: str, awareness, placements: list[dict]) -> str | None:
+    """Why `method` cannot run here (None: it can)."""
+    from .. import mode
+    from .exchange import nccl_status
+
+    if method == "cuda-aware" and not awareness.supported:
+        return (f"this MPI is not CUDA-aware ({awareness}); handing it a device buffer would crash it. "
+                "The host-staged and NCCL versions run instead.")
+    if method == "nccl":
+        ready, why = nccl_status()
+        if not ready:
+            return why
+        used = {}
+        for placement in placements:
+            key = (placement["host"], placement["device"])
+            if key in used:
+                return (f"NCCL needs one GPU per rank, and ranks {used[key]} and {placement['rank']} share GPU {placement['device']} "
+                        f"of {placement['host']}. Start as many ranks per node as it has GPUs.")
+            used[key] = placement["rank"]
+    if method != "host" and mode.is_simulator():
+        return "device-to-device transfers need GPUs; this run is in simulator mode"
+    return None
+
+
+def main(argv=None) -> int:
+    """Run the transpose on every rank; rank 0 prints the result line. Exit status 0 also when a method is skipped."""
+    args = _parse(argv)
+    from mpi4py import MPI
+
+    import gpucourse  # noqa: F401  (picks the mode, from GPUCOURSE_MODE set by the launcher)
+
+    from .. import mode, sizes
+    from ..errors import DecompositionError
+    from . import ranks, report, support
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if args.expect_ranks is not None and size != args.expect_ranks:
+        print(f"this process sees an MPI world of {size} rank(s), not {args.expect_ranks}: the launcher belongs to another MPI "
+              "than mpi4py's. Set GPUCOURSE_MPIEXEC to the mpiexec of mpi4py's MPI library.", file=sys.stderr, flush=True)
+        return 2
+    placement = ranks.place(comm)
+    placements = comm.allgather(placement.as_dict())
+    awareness = support.cuda_awareness()
+    tile = tuple(args.tile) if args.tile else tuple(sizes.problem_size("ch4_tile"))
+    result = {"program": "transpose", "method": args.method, "ranks": size, "shape": list(args.shape), "mode": mode.MODE,
+              "placements": placements, "mpi_library": MPI.Get_library_version().strip().splitlines()[0].split(",")[0].strip(),
+              "cuda_aware": str(awareness), "repeat": args.repeat}
+    if rank == 0:
+        for line in placements:
+            print(ranks.Placement(**line), flush=True)
+    reason = _unavailable(args.method, awareness, placements)
+    if reason:
+        if rank == 0:
+            print(f"{args.method}: skipped: {reason}", flush=True)
+            report({**result, "skipped": reason})
+        return 0
+    try:
+        if args.method == "nccl":
+            worker = NcclTranspose(comm, tuple(args.shape), args.seed, tile)
+        else:
+            worker = HostStaged(comm, tuple(args.shape), args.seed, tile, cuda_aware=awareness.supported,
+                                device_buffers=args.method == "cuda-aware")
+    except DecompositionError as exc:
+        if rank == 0:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            report({**result, "error": str(exc)})
+        return 3
+    worker.run()  # the first run, on poisoned output, is the one checked
+    wrong = comm.allreduce(worker.mismatches(), op=MPI.SUM)
+    samples = []
+    for _ in range(max(1, args.repeat)):
+        worker.wait_for_device()
+        comm.Barrier()
+        start = MPI.Wtime()
+        worker.run()
+        worker.wait_for_device()
+        samples.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    ms = 1e3 * statistics.median(samples)
+    nbytes = 2 * args.shape[0] * args.shape[1] * 4
+    if rank == 0:
+        result.update(mismatches=wrong, verified=wrong == 0, ms=ms, gbs=nbytes / (ms * 1e-3) / 1e9, samples_ms=[1e3 * s for s in samples])
+        print(f"{args.method}: {size} ranks, {args.shape[0]} x {args.shape[1]} float32: "
+              f"{'verified' if wrong == 0 else f'{wrong} WRONG elements'}, {ms:.3f} ms, {result['gbs']:.1f} GB/s", flush=True)
+        report(result)
+    if args.method == "nccl":
+        worker.exchange.close()
+    return 0 if wrong == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

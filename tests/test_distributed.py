@@ -1,0 +1,105 @@
+"""The distributed (peer-to-peer) transpose: decomposition, schedule, and results on every split of the devices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpucourse
+from gpucourse import distributed as D
+from gpucourse import multigpu
+from gpucourse.errors import DecompositionError
+
+TILE = gpucourse.problem_size("ch4_tile")
+
+
+def test_split_rows():
+    split = D.split_rows((12, 20), 4)
+    assert (split.rows_per_part, split.cols_per_part) == (3, 5)
+    with pytest.raises(DecompositionError, match=r"13 rows are not a multiple of 2"):
+        D.split_rows((13, 20), 2)
+    with pytest.raises(DecompositionError, match=r"12 rows and 20 columns"):
+        D.split_rows((12, 20), 7)
+    for bad in (0, -1, 1.5):
+        with pytest.raises(DecompositionError, match="positive int"):
+            D.split_rows((12, 20), bad)
+
+
+@pytest.mark.parametrize("parts", range(1, 10))
+def test_the_book_schedule_is_valid(parts):
+    stages = D.transpose_schedule(parts)
+    assert D.schedule_problems(stages, parts) == []
+    assert stages[0] == [(p, p) for p in range(parts)]
+    for stage in stages[1:]:
+        assert sorted(s for s, _ in stage) == list(range(parts)) and all(s != r for s, r in stage)
+
+
+def test_schedule_problems_are_named():
+    assert any("never move" in p and "diagonal" in p for p in D.schedule_problems(D.transpose_schedule(3)[1:], 3))
+    assert any("comes twice" in p for p in D.schedule_problems(D.transpose_schedule(2) + [[(0, 1)]], 2))
+    assert any("receives 2 blocks" in p for p in D.schedule_problems([[(0, 0), (1, 1)], [(0, 1), (1, 1)], [(1, 0)]], 2))
+    assert any("numbered 0 to 1" in p for p in D.schedule_problems([[(0, 0), (1, 2)]], 2))
+    assert D.schedule_problems("nonsense", 2)
+
+
+def layouts():
+    count = multigpu.device_count()
+    return [list(range(count)), [0, 0], [0] * 3, list(range(count)) * 2][: 4 if count > 1 else 3]
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_transpose_on_every_layout(overlap):
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    for devices in layouts():
+        parts = len(devices)
+        inp = D.DistributedMatrix.filled((parts * h, parts * w), devices, seed=parts)
+        transpose = D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1])
+        assert transpose.mismatches() == parts * h * parts * w  # poisoned before the run: every element counts
+        transpose.run(overlap)
+        assert transpose.mismatches() == 0, devices
+        np.testing.assert_array_equal(transpose.out.gather(), inp.gather().T)
+        assert transpose.bytes_moved == 2 * inp.nbytes
+
+
+def test_cupy_kernel_and_a_custom_schedule():
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    devices = [0, 0, 0]
+    inp = D.DistributedMatrix.filled((3 * h, 3 * w), devices, seed=7)
+    reversed_stages = [D.transpose_schedule(3)[0], *D.transpose_schedule(3)[:0:-1]]
+    for kernel in D.KERNELS:
+        transpose = D.DistributedTranspose(inp, schedule=reversed_stages, kernel=kernel, tile=TILE[0], block_rows=TILE[1])
+        assert transpose.schedule_problems == []
+        transpose.run()
+        assert transpose.mismatches() == 0
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        D.DistributedTranspose(inp, kernel="fortran")
+
+
+def test_a_schedule_that_skips_blocks_leaves_them_unwritten():
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    inp = D.DistributedMatrix.filled((2 * h, 2 * w), [0, 0], seed=8)
+    transpose = D.DistributedTranspose(inp, schedule=D.transpose_schedule(2)[1:], tile=TILE[0], block_rows=TILE[1])
+    assert transpose.schedule_problems
+    transpose.run()
+    assert transpose.mismatches() == 2 * h * w  # the two diagonal blocks
+
+
+def test_time_ms():
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    inp = D.DistributedMatrix.filled((2 * h, 2 * w), [0, 0], seed=9)
+    assert D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1]).time_ms(repeat=1) > 0
+
+
+def test_peer_access_is_switched_as_asked():
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    count = multigpu.device_count()
+    devices = list(range(count)) if count > 1 else [0, 0]
+    inp = D.DistributedMatrix.filled((len(devices) * h, len(devices) * w), devices, seed=10)
+    capable = count > 1 and bool(multigpu.peer_matrix()[0, 1])
+    for enabled in (False, True):
+        transpose = D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1], peer_access=enabled)
+        assert transpose.peer_pairs == ([(0, 1)] if capable else [])
+        if capable:
+            assert multigpu.set_peer_access(0, 1, enabled) == (enabled, enabled)  # the state the transpose left
+        transpose.run()
+        assert transpose.mismatches() == 0
