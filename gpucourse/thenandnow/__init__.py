@@ -28,9 +28,9 @@ __all__ = ["BookCell", "ChapterPlan", "ChapterResult", "Context", "Report", "Row
 
 def chapters() -> dict[int, ChapterPlan]:
     """Every chapter's part of the report, by chapter number."""
-    from . import ch1, ch2, ch3, ch6, ch7
+    from . import ch1, ch2, ch3, ch4, ch5, ch6, ch7
 
-    plans = [ch1.PLAN, ch2.PLAN, ch3.PLAN, ch6.PLAN, ch7.PLAN]
+    plans = [ch1.PLAN, ch2.PLAN, ch3.PLAN, ch4.PLAN, ch5.PLAN, ch6.PLAN, ch7.PLAN]
     return {plan.number: plan for plan in sorted(plans, key=lambda p: p.number)}
 
 
