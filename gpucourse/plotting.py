@@ -136,9 +136,12 @@ def draw_bandwidth_plot(data: BandwidthPlotData, ceilings: Ceilings | None = Non
         ax.set_xticks(ticks, [str(v) for v in ticks])
         ax.minorticks_off()
     elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        from matplotlib.ticker import MaxNLocator
+        if len(values) <= 12:  # few values: tick exactly those (32, 64, 96 threads; 1, 2, 4 streams)
+            ax.set_xticks(sorted(values))
+        else:  # many: integers only, never 1.5 streams
+            from matplotlib.ticker import MaxNLocator
 
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # 1, 2, 3 streams, never 1.5
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if data.highlight is not None:
         x, gbs = data.highlight
         ax.plot([str(x) if isinstance(x, str) else x], [gbs], "r*", markersize=14, label="current")
