@@ -1,8 +1,10 @@
 """Run the whole course on the current machine and write a record: tests, then each notebook timed.
 
-Usage (repository root): python3 tools/gpu_validate.py OUT_DIR [--no-tests] [notebook-or-folder ...]
+Usage (repository root): python3 tools/gpu_validate.py OUT_DIR [--no-tests] [--executed] [notebook-or-folder ...]
 Writes OUT_DIR/validate.md (GPU, driver, versions, date, command, counts, per-notebook wall time)
-and the full pytest logs beside it.
+and the full pytest logs beside it. With --executed, each chapter notebook is run by the website's
+executor instead of nbval (it fails the same way on a cell error) and its executed copy is kept in
+OUT_DIR/executed/<chapter>/, the folder `./course site --executed` builds the website from.
 """
 
 from __future__ import annotations
@@ -17,6 +19,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTEST = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider"]
+
+
+# Execute one notebook with the website's executor (book/build.py) and keep the copy; a closing line pytest-like.
+EXECUTE = """import runpy, sys
+from pathlib import Path
+site = runpy.run_path("book/build.py")
+try:
+    print(site["execute"](Path(sys.argv[1]), Path(sys.argv[2]), 1800))
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}"[-3000:])
+    print("0 passed, 1 failed")
+    sys.exit(1)
+print("1 passed, 0 failed")
+"""
 
 
 def summary_line(text: str) -> str:
@@ -36,6 +52,8 @@ def main(out: Path, targets: list[str]) -> int:
               f"- versions: {versions}", f"- command: `python3 tools/gpu_validate.py OUT {' '.join(targets)}`", ""]
     start = time.perf_counter()
     tests_failed = False
+    keep_executed = "--executed" in targets
+    targets = [t for t in targets if t != "--executed"]
     if "--no-tests" in targets:
         targets = [t for t in targets if t != "--no-tests"]
     else:
@@ -52,8 +70,13 @@ def main(out: Path, targets: list[str]) -> int:
     with open(out / "notebooks.log", "w") as log:
         for notebook in notebooks:
             begin = time.perf_counter()
-            run = subprocess.run([*PYTEST, "-q", "--nbval-lax", "--nbval-current-env", str(notebook.relative_to(ROOT))],
-                                 capture_output=True, text=True, cwd=ROOT)
+            relative = notebook.relative_to(ROOT)
+            if keep_executed and relative.parts[0] == "chapters":
+                copy = out / "executed" / relative.parent.name / relative.name
+                run = subprocess.run([sys.executable, "-c", EXECUTE, str(notebook), str(copy)], capture_output=True, text=True, cwd=ROOT)
+            else:
+                run = subprocess.run([*PYTEST, "-q", "--nbval-lax", "--nbval-current-env", str(relative)],
+                                     capture_output=True, text=True, cwd=ROOT)
             seconds = time.perf_counter() - begin
             log.write(f"===== {notebook.relative_to(ROOT)} ({seconds:.1f} s)\n{run.stdout}{run.stderr}\n")
             failures += run.returncode != 0
