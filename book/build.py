@@ -29,7 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -80,7 +80,9 @@ def execute(source: Path, target: Path, timeout: int) -> str:
 
     started = time.monotonic()
     notebook = nbformat.read(source, as_version=4)
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(source.parent)}}).execute()
+    # shutdown "immediate": the kernel is killed once the last cell is done (no interrupt, no graceful wait)
+    NotebookClient(notebook, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                   resources={"metadata": {"path": str(source.parent)}}).execute()
     notebook.metadata["gpucourse_site"] = {"source_sha256": fingerprint(source)}
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
@@ -100,11 +102,29 @@ def executed_here(jobs: int, timeout: int) -> Path:
                     continue
             todo.append((source, target))
     if todo:
-        print(f"executing {len(todo)} notebook(s) with {jobs} worker(s) ...", flush=True)
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for line in pool.map(execute, [s for s, _ in todo], [t for _, t in todo], [timeout] * len(todo)):
-                print(line, flush=True)
+        print(f"executing {len(todo)} notebook(s), {jobs} at a time ...", flush=True)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            failures = [line for line in pool.map(lambda job: execute_in_child(*job, timeout), todo) if line]
+        if failures:
+            raise SiteError("notebook(s) failed to execute:\n" + "\n".join(failures))
     return folder
+
+
+def execute_in_child(source: Path, target: Path, timeout: int, tries: int = 2) -> str:
+    """Execute one notebook in a child process with a wall-clock limit, once more if that run hangs; '' on success."""
+    limit = 4 * timeout  # a whole notebook: never near this in practice (the slowest takes about a minute)
+    for attempt in range(1, tries + 1):
+        try:
+            done = subprocess.run([sys.executable, __file__, "--execute-one", str(source), str(target), "--timeout", str(timeout)],
+                                  capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:  # the kernel exits with its parent (ipykernel watches it)
+            print(f"{source.relative_to(ROOT)}: no result after {limit} s (attempt {attempt} of {tries})", flush=True)
+            continue
+        if done.returncode == 0:
+            print(done.stdout.strip().splitlines()[-1], flush=True)
+            return ""
+        return f"{source.relative_to(ROOT)}:\n{(done.stdout + done.stderr)[-3000:]}"
+    return f"{source.relative_to(ROOT)}: no result after {tries} attempts of {limit} s"
 
 
 def check_executed(folder: Path) -> list[str]:
@@ -140,6 +160,36 @@ def link_folders_to_first_notebooks(notebook: dict, where: Path) -> dict:
             text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             cell["source"] = re.sub(r"(\[[^\]]*\])\(([^)\s#]+)\)", fix, text)
     return notebook
+
+
+def markdown_of(path: Path) -> list[str]:
+    """The markdown text of a staged page: the file itself, or a notebook's markdown cells."""
+    if path.suffix == ".md":
+        return [path.read_text(encoding="utf-8")]
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells if c["cell_type"] == "markdown"]
+
+
+def copy_linked_files(stage_dir: Path, root: Path = ROOT) -> list[Path]:
+    """Copy into the stage every repository file a page links to that is not a page (a screenshot, a log, a script).
+
+    The stage mirrors the repository's layout (its index.md stands for README.md), so a link that
+    works in the repository works on the site: MyST publishes such files as downloads.
+    """
+    copied = []
+    for page in sorted([*stage_dir.rglob("*.md"), *stage_dir.rglob("*.ipynb")]):
+        for text in markdown_of(page):
+            text = re.sub(r"`[^`]*`", "", text)  # code spans are not links
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+                    continue
+                staged = (page.parent / unquote(target)).resolve()
+                source = (root / page.parent.relative_to(stage_dir) / unquote(target)).resolve()
+                if not staged.exists() and source.is_file() and source.is_relative_to(root) and staged.is_relative_to(stage_dir):
+                    staged.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(source, staged)
+                    copied.append(staged)
+    return copied
 
 
 def then_and_now_page(root: Path = ROOT) -> str:
@@ -208,10 +258,9 @@ def stage(executed: Path, stage_dir: Path, root: Path = ROOT) -> dict:
         shutil.copy(record, stage_dir / "measurements" / record.name)
         records.append({"file": f"measurements/{record.name}"})
     toc.append({"title": "Measurements", "children": records})
-    if (root / "docs").is_dir():
-        shutil.copytree(root / "docs", stage_dir / "docs")  # the README's screenshots
     (stage_dir / "then_and_now.md").write_text(then_and_now_page(root), encoding="utf-8")
     (stage_dir / "index.md").write_text(landing_page(book, root), encoding="utf-8")
+    copy_linked_files(stage_dir, root)
     config = {
         "version": 1,
         "project": {"title": TITLE, "toc": toc},
@@ -282,7 +331,7 @@ def broken_links(site: Path) -> list[str]:
     return broken
 
 
-def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 2, timeout: int = 900) -> Path:
+def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 2, timeout: int = 300) -> Path:
     """Build the site into `out` and check its links; return `out`."""
     if executed is None:
         executed = executed_here(jobs, timeout)
@@ -306,8 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                         "build from, e.g. from a recorded GPU run; default: execute them here")
     parser.add_argument("--out", type=Path, default=BUILD / "html", help="where the site goes (default book/_build/html)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
-    parser.add_argument("--timeout", type=int, default=900, help="seconds one cell may run (default 900)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds one cell may run (default 300)")
+    parser.add_argument("--execute-one", nargs=2, type=Path, metavar=("SOURCE", "TARGET"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.execute_one:  # a child of execute_in_child
+        print(execute(*(path.resolve() for path in args.execute_one), args.timeout), flush=True)
+        return 0
     try:
         out = build(args.executed.resolve() if args.executed else None, args.out.resolve(), args.jobs, args.timeout)
     except SiteError as exc:

@@ -34,6 +34,10 @@ def sources(notebook: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     """A course folder with every solution notebook released by `nbgrader generate_assignment`."""
+    if not (BIN / "nbgrader").exists():  # a GPU image with only the course's run-time wheels
+        if os.environ.get("CI"):
+            pytest.fail("nbgrader is not installed: it is in the dev extra that ./course installs")
+        pytest.skip("nbgrader is not installed (the dev extra)")
     course = tmp_path_factory.mktemp("grading")
     shutil.copy(ROOT / "grading" / "nbgrader_config.py", course)
     for stem in SOLUTIONS:

@@ -118,3 +118,18 @@ def test_a_folder_of_executed_notebooks_must_match_the_chapters(built, tmp_path)
     assert "other code" in problems[0] and notebooks[0].name in problems[0]
     done = build_site(tmp_path / "html", "--executed", str(recorded))
     assert done.returncode == 1 and "do not match chapters/" in done.stderr
+
+
+def test_files_that_pages_link_to_are_published_with_them(tmp_path):
+    """A link from a page to a repository file that is no page (a script, a log, a screenshot) works on the site too."""
+    root, stage = tmp_path / "repo", tmp_path / "stage"
+    (root / "tools").mkdir(parents=True)
+    (root / "tools" / "gpu_run.py").write_text("print('measured')\n")
+    for folder in (root, stage):
+        (folder / "chapters" / "01_x").mkdir(parents=True)
+    notebook = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": [
+        "The script [gpu_run.py](../../tools/gpu_run.py), a [missing file](nothing.png), `[code](../../tools/gpu_run.py)`."]}]}
+    (stage / "chapters" / "01_x" / "01_a.ipynb").write_text(json.dumps(notebook))
+    (stage / "index.md").write_text("See [the script](tools/gpu_run.py) and [the web](https://example.org/a.py).")
+    copied = site.copy_linked_files(stage, root)
+    assert copied == [stage / "tools" / "gpu_run.py"] and (stage / "tools" / "gpu_run.py").read_text() == "print('measured')\n"
