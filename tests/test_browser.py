@@ -72,8 +72,7 @@ class Lab:
             (settings / name).write_text(json.dumps(values))
         args = ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", f"--IdentityProvider.token={self.token}",
                 f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={settings / 'workspaces'}"]
-        env = {**os.environ, "GPUCOURSE_MODE": os.environ.get("GPUCOURSE_MODE", ""), "JUPYTER_PLATFORM_DIRS": "1"}
-        env = {k: v for k, v in env.items() if v != ""}
+        env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1"}  # the kernels inherit GPUCOURSE_MODE, if set
         self.log = log
         self.process = subprocess.Popen([*command, *args], cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                         start_new_session=True)
