@@ -112,7 +112,7 @@ def executed_here(jobs: int, timeout: int) -> Path:
 
 def execute_in_child(source: Path, target: Path, timeout: int, tries: int = 2) -> str:
     """Execute one notebook in a child process with a wall-clock limit, once more if that run hangs; '' on success."""
-    limit = 4 * timeout  # a whole notebook: never near this in practice (the slowest takes about a minute)
+    limit = timeout  # for the whole notebook (the slowest takes about a minute here, under a minute on a GPU)
     for attempt in range(1, tries + 1):
         try:
             done = subprocess.run([sys.executable, __file__, "--execute-one", str(source), str(target), "--timeout", str(timeout)],
@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                         "build from, e.g. from a recorded GPU run; default: execute them here")
     parser.add_argument("--out", type=Path, default=BUILD / "html", help="where the site goes (default book/_build/html)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
-    parser.add_argument("--timeout", type=int, default=300, help="seconds one cell may run (default 300)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds one notebook may run (default 300)")
     parser.add_argument("--execute-one", nargs=2, type=Path, metavar=("SOURCE", "TARGET"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.execute_one:  # a child of execute_in_child
