@@ -80,8 +80,10 @@ def execute(source: Path, target: Path, timeout: int) -> str:
 
     started = time.monotonic()
     notebook = nbformat.read(source, as_version=4)
-    # shutdown "immediate": the kernel is killed once the last cell is done (no interrupt, no graceful wait)
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+    # iopub_timeout: on a loaded machine a cell's last output can come seconds after its reply, and nbclient's
+    # cancelled wait for it (after 4 s by default) has been seen to hang the run; shutdown "immediate": the
+    # kernel is killed once the last cell is done (no interrupt, no graceful wait)
+    NotebookClient(notebook, timeout=timeout, iopub_timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
                    resources={"metadata": {"path": str(source.parent)}}).execute()
     notebook.metadata["gpucourse_site"] = {"source_sha256": fingerprint(source)}
     target.parent.mkdir(parents=True, exist_ok=True)
