@@ -88,7 +88,11 @@ def normalise_solution(notebook: dict, stem: str) -> dict:
     for index, cell in enumerate(notebook.get("cells", [])):
         text = _source(cell)
         metadata = cell.setdefault("metadata", {})
-        if BEGIN_SOLUTION in text:
+        if BEGIN_SOLUTION in text and cell.get("cell_type") == "markdown":
+            # a written answer: nbgrader grades it by hand, so it must be a grade cell with points
+            metadata["nbgrader"] = {"grade": True, "grade_id": _grade_id(stem, index, "answer"), "locked": False,
+                                    "points": 1, "schema_version": 3, "solution": True, "task": False}
+        elif BEGIN_SOLUTION in text:
             metadata["nbgrader"] = {"grade": False, "grade_id": _grade_id(stem, index, "answer"), "locked": False,
                                     "schema_version": 3, "solution": True, "task": False}
         elif cell.get("cell_type") == "code" and CHECK_CALL.search(text):

@@ -130,10 +130,18 @@ def draw_bandwidth_plot(data: BandwidthPlotData, ceilings: Ceilings | None = Non
              for label, (x, gbs) in data.lines.items()}
     ax = plot_bandwidth_lines(lines, xlabel=data.xlabel, ceilings=ceilings, title=data.title,
                               simulated=data.simulated, ax=ax, logx=data.logx)
+    values = {v for x, _ in data.lines.values() for v in x}
     if data.logx:  # label the measured values themselves, not powers of two
-        ticks = sorted({v for x, _ in data.lines.values() for v in x})
+        ticks = sorted(values)
         ax.set_xticks(ticks, [str(v) for v in ticks])
         ax.minorticks_off()
+    elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        if len(values) <= 12:  # few values: tick exactly those (32, 64, 96 threads; 1, 2, 4 streams)
+            ax.set_xticks(sorted(values))
+        else:  # many: integers only, never 1.5 streams
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if data.highlight is not None:
         x, gbs = data.highlight
         ax.plot([str(x) if isinstance(x, str) else x], [gbs], "r*", markersize=14, label="current")

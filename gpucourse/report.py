@@ -10,6 +10,18 @@ from . import book
 from .device import DeviceInfo
 
 
+def number(value: float) -> str:
+    """A measured value (GB/s, GFLOP/s, ms) for a line of text: 3 significant digits, never 0.0 for a tiny nonzero value."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    size = abs(value)
+    if size >= 100:
+        return f"{value:.0f}"
+    if size >= 0.01 or size == 0:
+        return f"{value:.3g}"
+    return f"{value:.2e}"  # simulator rates such as 1.23e-05 GB/s
+
+
 @dataclass
 class Table:
     """A small table that renders as HTML in a notebook and as aligned text in a terminal."""

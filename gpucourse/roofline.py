@@ -165,9 +165,10 @@ def roofline_table(data: RooflineData):
               f"{data.roof.bandwidth_gbs:.4g} GB/s)",
     )
     for p in data.points:
-        table.rows.append([p["name"], p["intensity"], p["gflops"], p["gbs"], p["attainable"], p["fraction_of_roof"], p["bound"]])
+        fraction = None if data.simulated else p["fraction_of_roof"]  # simulator points can sit far above their roof
+        table.rows.append([p["name"], p["intensity"], p["gflops"], p["gbs"], p["attainable"], fraction, p["bound"]])
     if data.simulated:
-        table.notes.append("Simulator times: the roof and the points measure Python threads, not a GPU.")
+        table.notes.append("Simulator times: the roof and the points measure Python threads, not a GPU (no fraction of the roof is given).")
     return table
 
 
@@ -204,6 +205,17 @@ def plot_roofline(data: RooflineData, ax=None, highlight: str | None = None):
     return ax
 
 
+def describe_point(point: RooflinePoint, roof: Roof) -> str:
+    """One line on a measured point: intensity, GFLOP/s and (on a GPU) its fraction of the roof there."""
+    from .report import number
+
+    text = f"{point.name}: {point.intensity:.3g} flop/byte, {number(point.gflops)} GFLOP/s"
+    if roof.simulated or mode.is_simulator():
+        # simulator times swing by large factors from call to call: a point above its roof means nothing there
+        return f"{text} ({point.bound(roof)}-bound side; simulator: no fraction of the roof, its times are not a GPU's)"
+    return f"{text} = {point.fraction_of_roof(roof):.0%} of the roof there ({point.bound(roof)}-bound side)"
+
+
 def roofline_widget(measure: Callable[[Any], RooflinePoint], values: Sequence[Any], roof: Roof, *,
                     description: str = "steps", extra_roofs: Sequence[Roof] = ()):
     """A slider over `values`; each value is measured once by `measure(value)` and placed on the roofline."""
@@ -214,26 +226,31 @@ def roofline_widget(measure: Callable[[Any], RooflinePoint], values: Sequence[An
     slider = widgets.SelectionSlider(options=list(values), value=list(values)[0], description=description,
                                      continuous_update=False, style={"description_width": "initial"})
     output = widgets.Output()
+    status = widgets.HTML("")  # the busy sign while a new value is measured
     note = widgets.HTML("<b style='color:#c05000'>Simulator mode: times measure the simulator, not a GPU.</b>"
                         if mode.is_simulator() else "")
 
     def redraw(*_):
         with output:
-            output.clear_output(wait=True)
             try:
                 if slider.value not in cache:
+                    status.value = f"<span class='gpucourse-busy'>&#9203; measuring {description} = {slider.value} ...</span>"
                     cache[slider.value] = measure(slider.value)
             except Exception as exc:  # a refused configuration is shown, the widget stays alive
+                output.clear_output(wait=True)
                 print(f"{type(exc).__name__}: {exc}")
                 return
+            finally:
+                status.value = ""
+            output.clear_output(wait=True)
             current = cache[slider.value]
             plot_roofline(roofline_data(roof, list(cache.values()), extra_roofs), highlight=current.name)
             plt.show()
-            print(f"{current.name}: {current.intensity:.3g} flop/byte, {current.gflops:.4g} GFLOP/s = "
-                  f"{current.fraction_of_roof(roof):.0%} of the roof there ({current.bound(roof)}-bound side)")
+            print(describe_point(current, roof))
 
     slider.observe(redraw, names="value")
-    box = widgets.VBox([note, slider, output])
+    box = widgets.VBox([note, slider, status, output])
+    box.roofline_status = status
     box.roofline_cache = cache
     box.roofline_slider = slider
     redraw()

@@ -252,7 +252,9 @@ class Tuner:
 
     def describe(self, measurement: Measurement) -> str:
         """One line on a measurement: configuration, GB/s and, on a GPU, its fraction of the copy ceiling."""
-        text = f"{self.name} {measurement.params}: {measurement.gbs:.1f} GB/s"
+        from .report import number
+
+        text = f"{self.name} {measurement.params}: {number(measurement.gbs)} GB/s"
         if self.ceilings is not None and not self.ceilings.simulated:
             text += f" = {self.ceilings.fraction_of_copy(measurement.gbs):.0%} of the measured copy"
         return f"{text}; {measurement.timing}"
@@ -271,20 +273,30 @@ class Tuner:
             else:
                 controls[key] = widgets.Dropdown(options=values, value=values[0], description=key,
                                                  style={"description_width": "initial"})
-        sweep_button = widgets.Button(description=f"sweep {x_parameter}")
+        # width auto: the whole label shows, however long the parameter's name
+        sweep_button = widgets.Button(description=f"sweep {x_parameter}", layout=widgets.Layout(width="auto"))
         output = widgets.Output()
+        status = widgets.HTML("")  # the busy sign: a measurement in the simulator can take seconds
         note = widgets.HTML("<b style='color:#c05000'>Simulator mode: times measure the simulator, not a GPU.</b>"
                             if mode.is_simulator() else "")
+
+        def busy(text: str) -> None:
+            status.value = f"<span class='gpucourse-busy'>&#9203; {text}</span>" if text else ""
 
         def redraw(*_):
             config = {key: control.value for key, control in controls.items()}
             with output:
-                output.clear_output(wait=True)
                 try:
+                    if self._key(config) not in self.cache:
+                        busy(f"measuring {', '.join(f'{k} = {v}' for k, v in config.items())} ...")
                     measurement = self.measure(**config)
                 except Exception as exc:  # show a launch the device refuses as text, keep the widget alive
+                    output.clear_output(wait=True)
                     print(f"{type(exc).__name__}: {exc}")
                     return
+                finally:
+                    busy("")
+                output.clear_output(wait=True)
                 fixed = {k: v for k, v in config.items() if k != x_parameter}
                 self.plot(x_parameter, highlight=config, **fixed)
                 plt.show()
@@ -293,18 +305,21 @@ class Tuner:
 
         def sweep_all(_):
             fixed = {key: control.value for key, control in controls.items() if key != x_parameter}
-            with output:
-                output.clear_output(wait=True)
-                print("measuring ...")
-            self.sweep(x_parameter, skip_refused=True, **fixed)
+            busy(f"measuring every {x_parameter} ...")
+            try:
+                self.sweep(x_parameter, skip_refused=True, **fixed)
+            finally:
+                busy("")
             redraw()
 
         for control in controls.values():
             control.observe(redraw, names="value")
         sweep_button.on_click(sweep_all)
-        box = widgets.VBox([note, *controls.values(), sweep_button, output])
+        box = widgets.VBox([note, *controls.values(), sweep_button, status, output])
         box.tuner_controls = controls  # for tests and for notebooks that set a control from code
         box.tuner_output = output
+        box.tuner_status = status
+        box.tuner_sweep = sweep_button
         redraw()
         return box
 

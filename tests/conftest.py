@@ -29,3 +29,12 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_MODE", "NUMBA_ENABLE_CUDASIM")}
     environment.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300)
+
+
+# Files that take minutes (a website build that executes every chapter notebook, nbgrader, a browser):
+# collected first, so that pytest-xdist starts them at once and the rest runs beside them.
+SLOW_FIRST = ("test_site.py", "test_grading.py", "test_browser.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: Path(str(item.fspath)).name not in SLOW_FIRST)  # stable: the order within stays

@@ -1,10 +1,13 @@
 """The course's GPU CI: tests, every notebook timed, the then-and-now report, a leak check, and a run record.
 
-    python3 tools/gpu_ci.py OUT_DIR [--steps tests,notebooks,leaks,report] [--chapter N ...]
+    python3 tools/gpu_ci.py OUT_DIR [--steps tests,notebooks,leaks,report] [--chapter N ...] [--executed]
 
 Steps (all by default, in this order):
   tests      the whole test suite in gpu mode, one test at a time (timings undisturbed)
-  notebooks  nbval over every notebook of solutions/ and chapters/, each one timed
+  notebooks  nbval over every notebook of solutions/ and chapters/, each one timed; with --executed the
+             chapter notebooks are run by the website's executor instead (a cell error fails it the same
+             way) and their executed copies kept in OUT_DIR/executed/, which `./course site --executed
+             OUT_DIR/executed` publishes
   leaks      every chapter notebook run in ONE kernel process, in turn; after each, the notebook's
              names are deleted and the memory pools emptied, and the device memory in use is read:
              memory that keeps growing from notebook to notebook fails the step
@@ -79,14 +82,21 @@ def run_tests(out: Path, record: list[str]) -> bool:
     return tests.returncode == 0
 
 
-def run_notebooks(out: Path, record: list[str], chapters: list[int] | None) -> bool:
-    record += ["## Notebooks (nbval, one process each)", "", "| notebook | wall time (s) | result |", "| --- | --- | --- |"]
+def run_notebooks(out: Path, record: list[str], chapters: list[int] | None, keep_executed: bool = False) -> bool:
+    record += ["## Notebooks (one process each)", "", "| notebook | wall time (s) | result |", "| --- | --- | --- |"]
     failures = 0
     with open(out / "notebooks.log", "w") as log:
         for notebook in notebooks_of(["solutions", "chapters"], chapters):
             begin = time.perf_counter()
-            run = subprocess.run([*PYTEST, "-q", "--nbval-lax", "--nbval-current-env", str(notebook.relative_to(ROOT))],
-                                 capture_output=True, text=True, cwd=ROOT)
+            relative = notebook.relative_to(ROOT)
+            if keep_executed and relative.parts[0] == "chapters":
+                copy = out / "executed" / relative.parent.name / relative.name
+                run = subprocess.run([sys.executable, "book/build.py", "--execute-one", str(notebook), str(copy), "--timeout", "900"],
+                                     capture_output=True, text=True, cwd=ROOT)
+                run.stdout += "\n1 passed\n" if run.returncode == 0 else "\n1 failed\n"
+            else:
+                run = subprocess.run([*PYTEST, "-q", "--nbval-lax", "--nbval-current-env", str(relative)],
+                                     capture_output=True, text=True, cwd=ROOT)
             seconds = time.perf_counter() - begin
             log.write(f"===== {notebook.relative_to(ROOT)} ({seconds:.1f} s)\n{run.stdout}{run.stderr}\n")
             failures += run.returncode != 0
@@ -171,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
     parser.add_argument("--chapter", type=int, action="append", help="notebooks, leaks and report: only this chapter")
+    parser.add_argument("--executed", action="store_true", help="notebooks: keep executed copies of the chapter notebooks")
     args = parser.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s]
     unknown = set(steps) - set(STEPS)
@@ -194,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         if step == "tests":
             results[step] = run_tests(out, record)
         elif step == "notebooks":
-            results[step] = run_notebooks(out, record, args.chapter)
+            results[step] = run_notebooks(out, record, args.chapter, args.executed)
         elif step == "leaks":
             results[step] = run_leak_check(out, record, args.chapter)
         elif step == "report":

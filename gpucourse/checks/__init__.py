@@ -5,11 +5,16 @@ line starting with a check mark. The generic pieces here catch the usual mistake
 dtype, elements never written (a launch that does not cover the array), writes past the end of an
 array (caught by guard cells around it, or by the simulator's bounds checks), and wrong values.
 Chapter modules (`gpucourse.checks.ch1`, ...) build each exercise's check from them.
+
+In a notebook, a failed check shows its message and the student's own line that called it, not
+a traceback through this package: importing the module registers that display with IPython.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +23,46 @@ from ..arrays import to_host, unwritten_mask
 
 class CheckFailed(AssertionError):
     """An exercise answer that is not right yet; the message says what to change."""
+
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def short_traceback(value: BaseException, tb, label: Callable[[str], str | None] = lambda filename: None,
+                    skip: tuple[Path, ...] = ()) -> list[str]:
+    """A failed check as the student should see it: the message, then the calling lines outside gpucourse (and `skip`)."""
+    lines = [f"\u274c {value}"]
+    for frame in traceback.extract_tb(tb):
+        path = Path(frame.filename).resolve()
+        if any(path.is_relative_to(folder) for folder in (PACKAGE_DIR, *skip)):
+            continue  # the check's own machinery (or IPython's): nothing the student can change
+        where = label(frame.filename) or f"{frame.filename}"
+        lines.append(f"   from {where}, line {frame.lineno}: {(frame.line or '').strip()}")
+    return lines
+
+
+def _show_check_failure(shell, etype, value, tb, tb_offset=None) -> list[str]:
+    """IPython's handler for CheckFailed: show the short traceback as the cell's error output."""
+
+    def label(filename: str) -> str | None:
+        named = getattr(shell.compile, "format_code_name", lambda name: None)(filename)
+        return " ".join(named) if named else None
+
+    import IPython
+
+    stb = ["\n".join(short_traceback(value, tb, label, skip=(Path(IPython.__file__).resolve().parent,)))]
+    shell._showtraceback(etype, value, stb)  # an error output: the cell counts as failed (nbclient, nbgrader)
+    return stb
+
+
+def _register_with_ipython() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((CheckFailed,), _show_check_failure)
 
 
 def passed(message: str) -> None:
@@ -91,3 +136,6 @@ def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
 
     run = run_checked(launch, out_shape, dtype, *inputs, guard=guard, initial=initial)
     return run.got, run.problems
+
+
+_register_with_ipython()

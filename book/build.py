@@ -1,0 +1,375 @@
+"""Build the course as a website with Jupyter Book 2 (MyST), from executed copies of the notebooks.
+
+    ./course site                        # execute every chapter notebook here, then build
+    ./course site --executed DIR         # use executed notebooks from elsewhere (a recorded GPU run)
+    python book/build.py --help
+
+The source notebooks keep no outputs, so the site is built from executed copies: by default each
+chapter notebook is executed here (in the mode this machine has: simulator without a GPU), in
+parallel, into book/_build/executed/ (reused while its notebook is unchanged). `--executed DIR`
+takes them from DIR instead, laid out as chapters/ is (DIR/02_metrics/03_bandwidth.ipynb), for
+example the notebooks `tools/gpu_ci.py OUT --executed` saved on a GPU; each must match its source
+notebook's code.
+
+Chapters are discovered from chapters/ (every NN_name/ folder and its notebooks, in order), so a new
+chapter needs no change here. The site holds the chapter notebooks, the exercise notebooks they link
+to, the measurement records and the then-and-now report (the recorded GPU runs of
+`python -m gpucourse bench`). Jupyter Book 2 builds the pages' content; book/theme/render.py writes
+them as static HTML (no theme download, no network). Then every internal link and image of the
+built site is checked: a broken one fails the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+BUILD = BOOK / "_build"
+TITLE = "GPU Programming in Python"
+
+
+class SiteError(RuntimeError):
+    """The site cannot be built as asked; the message says what to change."""
+
+
+# -- what the site holds ------------------------------------------------------------------------------
+def chapters(root: Path = ROOT) -> list[tuple[Path, list[Path]]]:
+    """Every chapter folder of chapters/ (NN_name) with its notebooks, in order."""
+    found = []
+    for folder in sorted((root / "chapters").iterdir()):
+        notebooks = sorted(folder.glob("*.ipynb"))
+        if folder.is_dir() and re.match(r"^\d+_", folder.name) and notebooks:
+            found.append((folder, notebooks))
+    return found
+
+
+def chapter_title(folder: Path) -> str:
+    """'06_finite_difference' -> '6. Finite difference'."""
+    number, _, name = folder.name.partition("_")
+    return f"{int(number)}. {name.replace('_', ' ').capitalize()}"
+
+
+def code_of(notebook: dict) -> list[str]:
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def fingerprint(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- executed copies ----------------------------------------------------------------------------------
+def execute(source: Path, target: Path, timeout: int) -> str:
+    """Run one notebook top to bottom (in its own folder) and save the executed copy; return a line for the log."""
+    import time
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    started = time.monotonic()
+    notebook = nbformat.read(source, as_version=4)
+    # iopub_timeout: on a loaded machine a cell's last output can come seconds after its reply, and nbclient's
+    # cancelled wait for it (after 4 s by default) has been seen to hang the run; shutdown "immediate": the
+    # kernel is killed once the last cell is done (no interrupt, no graceful wait)
+    NotebookClient(notebook, timeout=timeout, iopub_timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                   resources={"metadata": {"path": str(source.parent)}}).execute()
+    notebook.metadata["gpucourse_site"] = {"source_sha256": fingerprint(source)}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    return f"executed {source.relative_to(ROOT)} in {time.monotonic() - started:.0f} s"
+
+
+def executed_here(jobs: int, timeout: int) -> Path:
+    """Execute every chapter notebook not already executed from its current source; return the folder."""
+    folder = BUILD / "executed"
+    todo = []
+    for chapter, notebooks in chapters():
+        for source in notebooks:
+            target = folder / chapter.name / source.name
+            if target.exists():
+                stored = json.loads(target.read_text()).get("metadata", {}).get("gpucourse_site", {})
+                if stored.get("source_sha256") == fingerprint(source):
+                    continue
+            todo.append((source, target))
+    if todo:
+        print(f"executing {len(todo)} notebook(s), {jobs} at a time ...", flush=True)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            failures = [line for line in pool.map(lambda job: execute_in_child(*job, timeout), todo) if line]
+        if failures:
+            raise SiteError("notebook(s) failed to execute:\n" + "\n".join(failures))
+    return folder
+
+
+def execute_in_child(source: Path, target: Path, timeout: int, tries: int = 2) -> str:
+    """Execute one notebook in a child process with a wall-clock limit, once more if that run hangs; '' on success."""
+    limit = timeout  # for the whole notebook (the slowest takes about a minute here, under a minute on a GPU)
+    for attempt in range(1, tries + 1):
+        try:
+            done = subprocess.run([sys.executable, __file__, "--execute-one", str(source), str(target), "--timeout", str(timeout)],
+                                  capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:  # the kernel exits with its parent (ipykernel watches it)
+            print(f"{source.relative_to(ROOT)}: no result after {limit} s (attempt {attempt} of {tries})", flush=True)
+            continue
+        if done.returncode == 0:
+            print(done.stdout.strip().splitlines()[-1], flush=True)
+            return ""
+        return f"{source.relative_to(ROOT)}:\n{(done.stdout + done.stderr)[-3000:]}"
+    return f"{source.relative_to(ROOT)}: no result after {tries} attempts of {limit} s"
+
+
+def check_executed(folder: Path) -> list[str]:
+    """Problems with a folder of executed notebooks: missing ones, ones without outputs, ones whose code differs."""
+    problems = []
+    for chapter, notebooks in chapters():
+        for source in notebooks:
+            copy = folder / chapter.name / source.name
+            if not copy.exists():
+                problems.append(f"{copy} is missing (executed copy of {source.relative_to(ROOT)})")
+                continue
+            executed = json.loads(copy.read_text())
+            if code_of(executed) != code_of(json.loads(source.read_text())):
+                problems.append(f"{copy} was executed from other code than {source.relative_to(ROOT)}: execute it again")
+            elif not any(cell.get("outputs") for cell in executed["cells"] if cell["cell_type"] == "code"):
+                problems.append(f"{copy} has no outputs: is it an executed copy?")
+    return problems
+
+
+# -- the MyST project ---------------------------------------------------------------------------------
+def link_folders_to_first_notebooks(notebook: dict, where: Path) -> dict:
+    """Markdown links to a chapter folder point at its first notebook (a site has no folder pages)."""
+    def fix(match: re.Match) -> str:
+        target = match.group(2)
+        path = (where / target).resolve()
+        if not target.startswith(("http:", "https:", "#")) and path.is_dir() and sorted(path.glob("*.ipynb")):
+            first = sorted(path.glob("*.ipynb"))[0].name
+            return f"{match.group(1)}({target.rstrip('/')}/{first})"
+        return match.group(0)
+
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"] = re.sub(r"(\[[^\]]*\])\(([^)\s#]+)\)", fix, text)
+    return notebook
+
+
+def markdown_of(path: Path) -> list[str]:
+    """The markdown text of a staged page: the file itself, or a notebook's markdown cells."""
+    if path.suffix == ".md":
+        return [path.read_text(encoding="utf-8")]
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells if c["cell_type"] == "markdown"]
+
+
+def copy_linked_files(stage_dir: Path, root: Path = ROOT) -> list[Path]:
+    """Copy into the stage every repository file a page links to that is not a page (a screenshot, a log, a script).
+
+    The stage mirrors the repository's layout (its index.md stands for README.md), so a link that
+    works in the repository works on the site: MyST publishes such files as downloads.
+    """
+    copied = []
+    for page in sorted([*stage_dir.rglob("*.md"), *stage_dir.rglob("*.ipynb")]):
+        for text in markdown_of(page):
+            text = re.sub(r"`[^`]*`", "", text)  # code spans are not links
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+                    continue
+                staged = (page.parent / unquote(target)).resolve()
+                source = (root / page.parent.relative_to(stage_dir) / unquote(target)).resolve()
+                if not staged.exists() and source.is_file() and source.is_relative_to(root) and staged.is_relative_to(stage_dir):
+                    staged.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(source, staged)
+                    copied.append(staged)
+    return copied
+
+
+def then_and_now_page(root: Path = ROOT) -> str:
+    """The then-and-now report of the recorded GPU run (`python -m gpucourse report`, measurements/thenandnow/)."""
+    recorded = root / "measurements" / "thenandnow" / "report.md"
+    lines = ["# Then and now: the book's GPUs beside today's", "",
+             "The report below is the output of `python -m gpucourse report`, recorded on a lent GPU: each quantity with the "
+             "book's figure and its GPU, and what this device measured in the same run against its own ceilings. The "
+             "[measurement records](measurements/README.md) say which GPU, driver, date and command produced it; run the "
+             "same command on your own GPU to get yours.", ""]
+    if not recorded.exists():
+        return "\n".join(lines + ["No report is recorded yet."])
+    text = recorded.read_text(encoding="utf-8")
+    body = text.split("\n", 1)[1] if text.startswith("# ") else text  # the page has its own title
+    return "\n".join(lines) + "\n" + body.replace("\n# ", "\n## ")
+
+
+def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT) -> str:
+    """The site's first page: the README, then the site's own table of contents."""
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    lines = [readme.rstrip(), "", "## On this site", ""]
+    for chapter, notebooks in book:
+        titles = ", ".join(f"[{notebook_title(nb)}](chapters/{chapter.name}/{nb.name})" for nb in notebooks)
+        lines.append(f"- **{chapter_title(chapter)}**: {titles}")
+    lines += ["- **Exercises**: " + ", ".join(f"[{p.stem}](exercises/{p.name})" for p in sorted((root / "exercises").glob("*.ipynb"))),
+              "- **Measurements**: [then and now](then_and_now.md), [the records of every GPU run](measurements/README.md)", ""]
+    return "\n".join(lines)
+
+
+def notebook_title(path: Path) -> str:
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            heading = re.search(r"^#\s+(.+)$", text, re.M)
+            if heading:
+                return heading.group(1).strip()
+    return path.stem
+
+
+def stage(executed: Path, stage_dir: Path, root: Path = ROOT) -> dict:
+    """Lay out the MyST project in `stage_dir` (repository paths, so relative links hold); return its myst.yml."""
+    shutil.rmtree(stage_dir, ignore_errors=True)
+    stage_dir.mkdir(parents=True)
+    book = chapters(root)
+    toc: list[dict] = [{"file": "index.md"}]
+    for chapter, notebooks in book:
+        children = []
+        for source in notebooks:
+            target = stage_dir / "chapters" / chapter.name / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            notebook = link_folders_to_first_notebooks(json.loads((executed / chapter.name / source.name).read_text()), source.parent)
+            target.write_text(json.dumps(notebook), encoding="utf-8")
+            children.append({"file": f"chapters/{chapter.name}/{source.name}"})
+        toc.append({"title": chapter_title(chapter), "children": children})
+    exercise_pages = []
+    for source in sorted((root / "exercises").glob("*.ipynb")):
+        target = stage_dir / "exercises" / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(link_folders_to_first_notebooks(json.loads(source.read_text()), source.parent)), encoding="utf-8")
+        exercise_pages.append({"file": f"exercises/{source.name}"})
+    toc.append({"title": "Exercises", "children": exercise_pages})
+    records = [{"file": "then_and_now.md"}]
+    (stage_dir / "measurements").mkdir()
+    for record in sorted((root / "measurements").glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
+        shutil.copy(record, stage_dir / "measurements" / record.name)
+        records.append({"file": f"measurements/{record.name}"})
+    toc.append({"title": "Measurements", "children": records})
+    (stage_dir / "then_and_now.md").write_text(then_and_now_page(root), encoding="utf-8")
+    (stage_dir / "index.md").write_text(landing_page(book, root), encoding="utf-8")
+    copy_linked_files(stage_dir, root)
+    config = {
+        "version": 1,
+        "project": {"title": TITLE, "toc": toc},
+        "site": {"template": os.path.relpath(BOOK / "theme", stage_dir), "title": TITLE},
+    }
+    (stage_dir / "myst.yml").write_text(json.dumps(config, indent=1), encoding="utf-8")  # YAML is a superset of JSON
+    return config
+
+
+def jupyter_book(stage_dir: Path) -> None:
+    """Run `jupyter-book build --html` in the staged project (Node.js must be on the PATH)."""
+    node = shutil.which("node")
+    if node is None:
+        raise SiteError("Jupyter Book 2 needs Node.js 18 or newer: on Debian or Ubuntu `sudo apt-get install nodejs`; "
+                        "elsewhere see https://nodejs.org")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    if int(version.lstrip("v").split(".")[0] or 0) < 18:
+        raise SiteError(f"Jupyter Book 2 needs Node.js 18 or newer; {node} is {version}")
+    binary = Path(sys.executable).parent / "jupyter-book"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("BASE_URL", None)
+    done = subprocess.run([str(binary), "build", "--html", "--ci"], cwd=stage_dir, env=env, capture_output=True, text=True, timeout=1200)
+    log = done.stdout + done.stderr
+    (stage_dir.parent / "jupyter-book.log").write_text(log)
+    if done.returncode != 0 or not (stage_dir / "_build" / "html" / "index.html").exists():
+        raise SiteError(f"jupyter-book build failed (exit {done.returncode}):\n{log[-4000:]}")
+
+
+# -- link checking ------------------------------------------------------------------------------------
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key) and tag in ("a", "img", "link", "script", "source"):
+                self.links.append(attrs[key])
+
+
+def broken_links(site: Path) -> list[str]:
+    """Every internal link or image of the HTML files under `site` whose file (or #anchor) does not exist."""
+    pages: dict[Path, _Links] = {}
+    for page in sorted(site.rglob("*.html")):
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+        pages[page.resolve()] = parser
+    broken = []
+    for page, parser in pages.items():
+        for link in parser.links:
+            parts = urlsplit(link)
+            if parts.scheme or link.startswith("//"):
+                continue  # external: http(s), mailto, data
+            target = page if not parts.path else (page.parent / unquote(parts.path)).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            where = f"{page.relative_to(site.resolve())}: {link}"
+            if not target.is_relative_to(site.resolve()) or not target.exists():
+                broken.append(f"{where} (no such file)")
+            elif parts.fragment and target in pages and unquote(parts.fragment) not in pages[target].ids:
+                broken.append(f"{where} (no such anchor)")
+    return broken
+
+
+def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 2, timeout: int = 300) -> Path:
+    """Build the site into `out` and check its links; return `out`."""
+    if executed is None:
+        executed = executed_here(jobs, timeout)
+    problems = check_executed(executed)
+    if problems:
+        raise SiteError("the executed notebooks do not match chapters/:\n  " + "\n  ".join(problems))
+    stage_dir = BUILD / "stage"
+    stage(executed, stage_dir)
+    jupyter_book(stage_dir)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(stage_dir / "_build" / "html", out)
+    broken = broken_links(out)
+    if broken:
+        raise SiteError(f"{len(broken)} broken internal link(s) in the site:\n  " + "\n  ".join(broken))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--executed", type=Path, help="a folder of executed chapter notebooks (DIR/NN_chapter/NN_name.ipynb) to "
+                        "build from, e.g. from a recorded GPU run; default: execute them here")
+    parser.add_argument("--out", type=Path, default=BUILD / "html", help="where the site goes (default book/_build/html)")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds one notebook may run (default 300)")
+    parser.add_argument("--execute-one", nargs=2, type=Path, metavar=("SOURCE", "TARGET"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.execute_one:  # a child of execute_in_child
+        print(execute(*(path.resolve() for path in args.execute_one), args.timeout), flush=True)
+        return 0
+    try:
+        out = build(args.executed.resolve() if args.executed else None, args.out.resolve(), args.jobs, args.timeout)
+    except SiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    pages = len(list(out.glob("*.html")))
+    print(f"site: {out / 'index.html'} ({pages} pages; every internal link checked)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
