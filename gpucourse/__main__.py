@@ -43,7 +43,7 @@ def command_report(args: argparse.Namespace) -> int:
     print(gpucourse.banner().headline())
     if gpucourse.is_simulator():
         print("Simulator mode: tiny sizes, and every time in the report is a simulator time, not a GPU time.")
-    report = thenandnow.run(only=args.chapter, repeat=args.repeat)
+    report = thenandnow.run(only=args.chapter, repeat=args.repeat, after_chapter=lambda so_far: thenandnow.write(so_far, args.out))
     paths = thenandnow.write(report, args.out)
     failed = [c for c in report.chapters if c.error]
     for chapter in failed:

@@ -360,6 +360,21 @@ class Ceilings:
         """`gbs` as a fraction of the measured copy bandwidth."""
         return gbs / self.copy_gbs
 
+    def fraction(self, gbs: float, one_way: bool = False) -> float | None:
+        """`gbs` over its ceiling: the measured copy for traffic that reads and writes, the theoretical peak for one-way traffic.
+
+        A kernel that only reads (a sum) or only writes (a generator) can outrun a copy, which
+        interleaves reads and writes on the memory bus; the measured copy is no ceiling for it, the
+        theoretical peak is. None where the peak is unknown (the simulator).
+        """
+        if not one_way:
+            return gbs / self.copy_gbs
+        return gbs / self.theoretical_gbs if self.theoretical_gbs and not self.simulated else None
+
+    def ceiling_name(self, one_way: bool = False) -> str:
+        """Which ceiling `fraction` uses, in words."""
+        return "the theoretical peak (one-way traffic)" if one_way else "the measured copy"
+
     def __str__(self) -> str:
         if self.simulated:
             return (

@@ -26,10 +26,15 @@ spec.loader.exec_module(site)
 
 
 def need_node():
+    missing = []
     if shutil.which("node") is None:
+        missing.append("Node.js (Debian's nodejs package; .ci/run installs it)")
+    if not (Path(sys.executable).parent / "jupyter-book").exists():
+        missing.append("jupyter-book (the dev extra)")
+    if missing:
         if os.environ.get("CI"):
-            pytest.fail("the website needs Node.js (Debian's nodejs); .ci/run installs it")
-        pytest.skip("the website needs Node.js (Debian's nodejs package)")
+            pytest.fail("the website needs " + " and ".join(missing))
+        pytest.skip("the website needs " + " and ".join(missing))
 
 
 def build_site(out: Path, *args: str) -> subprocess.CompletedProcess:

@@ -62,7 +62,7 @@ def rows_record(rows) -> list[dict]:
 
 def show(rows, unit: str) -> None:
     for row in rows:
-        fraction = row.fraction_of_copy(CEILINGS)
+        fraction = row.fraction_of_ceiling(CEILINGS)
         extra = "" if fraction is None else f"  {row.gbs:7.0f} GB/s  {fraction:5.3f} of copy"
         log(f"   {row.name:58s} {row.timing.median_ms:9.3f} ms  {row.items_per_second:.3e} {unit}/s{extra}"
             f"  (back-to-back {row.timing.back_to_back_ms:.3f} ms)")
@@ -93,7 +93,7 @@ def run_reductions(explore: bool) -> None:
             log(f"   candidate {name}: refused: {exc}")
             continue
         candidates[name] = (row, call, {"threads_per_block": threads, "loads_per_thread": loads, "wide": wide})
-        log(f"   candidate {name:44s} {row.gbs:7.0f} GB/s  {row.fraction_of_copy(CEILINGS):.3f} of copy")
+        log(f"   candidate {name:44s} {row.gbs:7.0f} GB/s  {row.fraction_of_ceiling(CEILINGS):.3f} of its ceiling")
     RESULTS["reduction_candidates"] = [{**options, **row.record(CEILINGS)} for row, _, options in candidates.values()]
     best_name = max(candidates, key=lambda k: candidates[k][0].gbs)
     _, best_call, best_config = candidates[best_name]
@@ -151,7 +151,7 @@ def run_reductions(explore: bool) -> None:
                         log(f"   sweep {threads} threads, {loads} loads: refused: {exc}")
                         continue
                     sweep.append({"threads": threads, "loads": loads, "blocks": blocks, **row.record(CEILINGS)})
-                    log(f"   sweep {row.name:40s} {row.gbs:7.0f} GB/s  {row.fraction_of_copy(CEILINGS):.3f}")
+                    log(f"   sweep {row.name:40s} {row.gbs:7.0f} GB/s  {row.fraction_of_ceiling(CEILINGS):.3f}")
         RESULTS["reduction_sweep"] = sweep
 
 

@@ -75,7 +75,8 @@ def check_add_arrays(add_arrays: Callable[..., object]) -> None:
     blocks = -(-n // 256)
     slow, speed = speed_verdict("Exercise 1.1", "add_arrays", lambda: add_arrays(out, x_d, y_d),
                                 lambda: _add_reference[blocks, 256](out, x_d, y_d), 12 * n, 4 * n,
-                                "Does it launch more work than one kernel with one thread per element?")
+                                ("Does it launch one kernel with one thread per element, in blocks of 128 threads or more? Blocks of 32 or 64 "
+                                 "threads that move one element each are limited by the rate at which the GPU starts blocks (notebook 2.3)."))
     fail(slow, "Exercise 1.1")
     passed(f"Exercise 1.1: add_arrays is right for n = {n} (not a multiple of the block size){speed}{note}.")
     speed_note("Exercise 1.1", "add_arrays")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from .. import mode
 from .sanitizer import racecheck, racecheck_available
-from .speed import compare_speed, gpu_only_note, speed_problem
+from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, speed_problem
 from .trace import ReplayError, Trace, float64_message, traced_run
 
 
@@ -29,8 +29,11 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
 
 
 def float64_problems(trace: Trace | None) -> list[str]:
-    """The simulator's float64 evidence (traced stores); on a GPU `run_checked` reads the compiled code instead."""
-    if trace is None or not mode.is_simulator():
+    """float64 evidence from the trace (float64 values stored into float32 arrays): the same in both modes.
+
+    On a GPU the trace is replayed in the simulator; `run_checked` also prints what the compiled code holds, as advice.
+    """
+    if trace is None:
         return []
     message = float64_message(trace)
     return [message] if message else []
@@ -55,13 +58,14 @@ def speed_note(exercise: str, what: str) -> None:
 
 
 def speed_verdict(exercise: str, what: str, mine: Callable[[], object], reference: Callable[[], object], bytes_moved: int,
-                  bytes_per_array: int, where_to_look: str) -> tuple[list[str], str]:
+                  bytes_per_array: int, where_to_look: str, slowest: float = SLOWER_THAN_REFERENCE) -> tuple[list[str], str]:
     """On a GPU, the student's speed beside the reference and the copy ceiling: (problems, a phrase for the success line).
 
-    In the simulator nothing is timed (the check then calls `speed_note` after its success line).
+    A right answer fails when it reaches less than `slowest` times the reference's bandwidth. In the
+    simulator nothing is timed (the check then calls `speed_note` after its success line).
     """
     if mode.is_simulator():
         return [], ""
     comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
-    problem = speed_problem(comparison, what, where_to_look)
+    problem = speed_problem(comparison, what, where_to_look, slowest)
     return ([problem] if problem else []), "; " + comparison.summary()

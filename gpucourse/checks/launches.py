@@ -6,8 +6,9 @@
 * `compile_problem()` turns the errors Numba raises when a kernel does not compile on a GPU into a
   message that says what to change; `shared_declaration_problems()` finds, in the source, the one
   the simulator cannot see (a shared array whose shape is an expression).
-* `float64_instructions()` counts float64 arithmetic in the PTX of a compiled kernel (GPU only; the
-  simulator's evidence comes from `gpucourse.checks.trace`).
+* `float64_instructions()` finds float64 arithmetic in the LLVM IR Numba made of a compiled kernel
+  (GPU only: advice printed beside the verdict; the verdict's own float64 evidence comes from the
+  trace, `gpucourse.checks.trace`, which runs in the simulator in both modes).
 """
 
 from __future__ import annotations
@@ -200,33 +201,38 @@ def compile_problem(error: BaseException) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # float64 in the compiled code
 
-_FLOAT64_INSTRUCTION = re.compile(r"^\s*(?!ld\.|st\.|mov\.|\.|//|ret|bra)[a-z]+[a-z0-9.]*\.f64\b")
+#: float64 arithmetic, widening and double-returning calls in Numba's LLVM IR. The IR is read before
+#: libdevice is linked in, so a float32 math.sin (a call of __nv_sinf) does not count, although the
+#: PTX of its slow argument reduction holds float64 instructions.
+_FLOAT64_IR = re.compile(r"=\s*(?:f(?:add|sub|mul|div|rem|neg)\b(?:\s+\w+)*\s+double\b|fpext\s+float\b.*\bto\s+double\b"
+                         r"|[su]itofp\s+i\d+\b.*\bto\s+double\b|(?:tail\s+)?call\s+(?:\w+\s+)*double\s+@)")
 
 
 def float64_instructions(kernel) -> list[str]:
-    """The float64 arithmetic and conversion instructions in the PTX of every compiled version of `kernel` (GPU only)."""
+    """The float64 arithmetic in the LLVM IR of every compiled version of `kernel`, one line each (GPU only)."""
     if mode.is_simulator():
         return []
-    from numba import cuda
-
     found = []
-    capability = cuda.get_current_device().compute_capability
     for _, compiled in getattr(kernel, "overloads", {}).items():
-        for line in compiled.inspect_asm(capability).splitlines():
-            if _FLOAT64_INSTRUCTION.search(line):
+        try:
+            ir = compiled.inspect_llvm()
+        except (AttributeError, NotImplementedError):  # a kernel type without Numba's IR: nothing to read
+            continue
+        for line in ir.splitlines():
+            if _FLOAT64_IR.search(line):
                 found.append(line.strip())
     return found
 
 
 def float64_problem(launches: Sequence[RecordedLaunch]) -> str | None:
-    """On a GPU, words for float64 instructions in the kernels launched (None if none, and always in the simulator)."""
+    """On a GPU, words for float64 arithmetic in the kernels launched (None if none, and always in the simulator)."""
     from .trace import float64_advice
 
     for launch in launches:
         instructions = float64_instructions(launch.kernel)
         if instructions:
             shown = "; ".join(instructions[:3])
-            return float64_advice(f"the compiled {launch.name} holds {len(instructions)} float64 instruction(s) ({shown})")
+            return float64_advice(f"the compiled {launch.name} holds {len(instructions)} float64 operation(s) ({shown})")
     return None
 
 

@@ -68,7 +68,9 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     a write past its end lands there (on a GPU) or raises IndexError (in the simulator); both are
     reported. The interior starts poisoned, or as `initial` for kernels that update in place. With
     `repeats` > 1 the launch runs again on a fresh output and the results must agree bit for bit. On a
-    GPU, float64 instructions in a float32 kernel are reported (`float32_kernel`: default, dtype is float32).
+    GPU, float64 arithmetic in a float32 kernel's compiled code is printed as advice, not counted as a
+    problem (`float32_kernel`: default, dtype is float32): the verdict's float64 evidence is the trace's,
+    the same in both modes.
     """
     dtype = np.dtype(dtype)
     out_shape = tuple(out_shape)
@@ -124,6 +126,6 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
             break
     if float32_kernel and mode.on_gpu() and not problems:
         message = float64_problem(launches)
-        if message:
-            problems.append(message)
+        if message:  # advice, not a verdict: the simulator cannot read compiled code, and both modes must agree
+            print(f"\u26a0 {message}")
     return Run(got, problems, launches, guard)

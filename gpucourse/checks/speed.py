@@ -80,9 +80,9 @@ def compare_speed(mine: Callable[[], object], reference: Callable[[], object], b
     return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs)
 
 
-def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str) -> str | None:
-    """Words for a student's kernel much slower than the reference (None if it keeps up)."""
-    if comparison.ratio >= SLOWER_THAN_REFERENCE:
+def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str, slowest: float = SLOWER_THAN_REFERENCE) -> str | None:
+    """Words for a student's kernel below `slowest` times the reference's bandwidth (None if it keeps up)."""
+    if comparison.ratio >= slowest:
         return None
     return (f"your {what} is right but slow: it reaches {comparison.mine_fraction:.0%} of the copy ceiling "
             f"({comparison.mine_gbs:.0f} GB/s), the reference {comparison.reference_fraction:.0%} "

@@ -526,6 +526,6 @@ def compare_sums(x, repeat: int | None = None, loads_per_thread: int | None = No
              **library_sums(x, result)}
     rows, values = [], {}
     for name, call in calls.items():
-        rows += measure({name: call}, x.shape[0], bytes_read(x.shape[0], x.dtype), repeat=repeat)
+        rows += measure({name: call}, x.shape[0], bytes_read(x.shape[0], x.dtype), repeat=repeat, one_way=True)
         values[name] = float(to_host(result)[0])
     return rows, values

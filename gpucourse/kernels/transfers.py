@@ -371,7 +371,9 @@ def check_schedule(p: StagedPipeline, schedule: str) -> float:
 
 
 def record_timeline(p: StagedPipeline, schedule: str, serialize_kinds: bool = True):
-    """Run `schedule` once with a span recorded around each copy and kernel; return the Timeline."""
+    """Run `schedule` once untimed (a warm-up: kernels compiled and bound), then once with a span around each copy and kernel."""
+    SCHEDULES[schedule](p)  # a first run pays for compiling and binding on the host, which would delay the issue of later work
+    cuda.synchronize()
     recorder = TimelineRecorder(serialize_kinds=serialize_kinds)
     SCHEDULES[schedule](p, recorder)
     return recorder.finish()

@@ -17,6 +17,7 @@ import json
 import platform
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,8 +72,13 @@ def coverage(measured: set[str], plans: dict[int, ChapterPlan] | None = None) ->
     return unexplained, explained
 
 
-def run(only: list[int] | None = None, repeat: int | None = None, progress: bool | Progress = True) -> Report:
-    """Measure every chapter (or those in `only`) on this device and return the report."""
+def run(only: list[int] | None = None, repeat: int | None = None, progress: bool | Progress = True,
+        after_chapter: Callable[[Report], object] | None = None) -> Report:
+    """Measure every chapter (or those in `only`) on this device and return the report.
+
+    `after_chapter(report)` is called after each chapter with the report so far (the command line
+    writes it then, so that an interrupted run keeps the chapters it finished).
+    """
     plans = chapters()
     chosen = [plans[n] for n in (only or plans) if n in plans]
     missing = sorted(set(only or []) - set(plans))
@@ -98,6 +104,8 @@ def run(only: list[int] | None = None, repeat: int | None = None, progress: bool
                            f"{traceback.extract_tb(exc.__traceback__)[-1].lineno})"
         result.seconds = time.perf_counter() - started
         report.chapters.append(result)
+        if after_chapter is not None:
+            after_chapter(report)
     if bar is not None:
         bar.finish()
     return report

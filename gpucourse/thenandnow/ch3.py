@@ -247,8 +247,8 @@ def execution_rows(ctx: Context) -> list[Section]:
         occ = gbs = limited = ilp = occ_limited = None
         note = "" if tpb in measured_sizes else "not measured at simulator sizes"
         if tpb in measured_sizes:
-            occ = E.occupancy_here(E.copy_kernel, tpb) if not ctx.simulated else None
             gbs = ctx.time(lambda t=tpb: E.copy(out, inp, t)).bandwidth_gbs(nbytes)
+            occ = E.occupancy_here(E.copy_kernel, tpb) if not ctx.simulated else None  # after the launch that compiled it
             try:
                 limited = ctx.time(lambda t=tpb: E.copy(out, inp, t, shared_bytes=one_block)).bandwidth_gbs(nbytes)
                 ilp = ctx.time(lambda t=tpb: E.copy_ilp(out, inp, t, 4, shared_bytes=one_block)).bandwidth_gbs(nbytes)
