@@ -23,10 +23,12 @@ from .sizes import problem_size
 from .source import show_source
 from .timing import Timing, bandwidth_ceilings, benchmark, effective_bandwidth_gbs, synchronize
 
-if _mode.is_simulator():  # the simulator has no warp shuffles: supply them (see gpucourse.simulation)
+if _mode.is_simulator():  # supply the warp shuffles, make shared arrays thread-safe (see gpucourse.simulation)
     from .simulation import add_warp_functions as _add_warp_functions
+    from .simulation import serialize_shared_arrays as _serialize_shared_arrays
 
     _add_warp_functions()
+    _serialize_shared_arrays()
 
 MODE: str = _mode.MODE
 is_simulator = _mode.is_simulator

@@ -6,6 +6,11 @@ barrier, and simulated device-function calls, which swap module globals on every
 
 The simulator of numba-cuda 0.30 also lacks the warp shuffles (`cuda.shfl_down_sync` and its kin);
 `add_warp_functions` supplies them, so that the same kernel source runs in both modes.
+
+Its `cuda.shared.array` is not thread-safe either: the first threads of a block to reach the line can
+each allocate an array of their own, so that they write a tile the others never read (the stencil
+tiles of chapters 6 and 7 came out with garbage now and then). `serialize_shared_arrays` makes the
+first allocation happen once per block.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+import numpy as np
 from numba import cuda
 
 from .mode import is_simulator
@@ -146,3 +152,42 @@ def add_warp_functions() -> None:
                            ("shfl_xor_sync", _shfl_xor_sync), ("syncwarp", _syncwarp)):
         if not hasattr(FakeCUDAModule, name):
             setattr(FakeCUDAModule, name, function)
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """`cuda.shared.array` in the simulator: one array per block and source line, allocated under a lock."""
+    if shape == 0 or alignment is not None:  # dynamic shared memory, or a refusal: the simulator's own code
+        return _SIMULATOR_SHARED_ARRAY(self, shape, dtype, alignment)
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if isinstance(dtype, types.Type):  # a Numba type such as float32
+        dtype = numpy_support.as_dtype(dtype)
+    caller = sys._getframe(1)
+    key = (caller.f_code.co_filename, caller.f_lineno)  # the simulator's key: the calling line
+    with _SHARED_LOCK:
+        array = self._allocations.get(key)
+        if array is None:
+            array = np.empty(shape, dtype)
+            self._allocations[key] = array
+    return array
+
+
+_SIMULATOR_SHARED_ARRAY: Callable | None = None
+
+
+def serialize_shared_arrays() -> None:
+    """Make the simulator's `cuda.shared.array` allocate each block's array once, under a lock (see the module's note)."""
+    global _SIMULATOR_SHARED_ARRAY
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    if FakeCUDAShared.array is _shared_array:
+        return
+    probe = FakeCUDAShared(0)
+    if not isinstance(getattr(probe, "_allocations", None), dict):  # a simulator this code does not know: leave it
+        return
+    _SIMULATOR_SHARED_ARRAY = FakeCUDAShared.array
+    FakeCUDAShared.array = _shared_array

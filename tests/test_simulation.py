@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 
 import numpy as np
 from numba import cuda
 
 import gpucourse
 from gpucourse import mode
-from gpucourse.simulation import SIMULATOR_SWITCH_INTERVAL, device_function, paced
+from gpucourse.simulation import SIMULATOR_SWITCH_INTERVAL, device_function, paced, serialize_shared_arrays
 
 
 def triple(x):
@@ -17,6 +19,16 @@ def triple(x):
 
 
 fast_triple = device_function(triple)
+
+
+@cuda.jit
+def reverse_blocks(out, values):
+    tile = cuda.shared.array(128, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * 128 + t
+    tile[t] = values[i]
+    cuda.syncthreads()
+    out[i] = tile[127 - t]
 
 
 @cuda.jit
@@ -42,3 +54,46 @@ def test_paced_sets_and_restores_the_switch_interval():
     assert abs(sys.getswitchinterval() - before) < 1e-9
     expected = min(before, SIMULATOR_SWITCH_INTERVAL) if mode.is_simulator() else before
     assert len(seen) == 1 and abs(seen[0] - expected) < 1e-9  # the interpreter rounds the interval to its clock
+
+
+def test_threads_of_a_block_share_one_tile():
+    """Every block reversed through its shared tile, many times: one wrong value means a thread had its own tile."""
+    blocks = 4
+    values = gpucourse.random_array(128 * blocks, np.float32, seed=2)
+    want = values.reshape(blocks, 128)[:, ::-1].ravel()
+    device_values = gpucourse.to_device(values)
+    launch = paced(lambda out: reverse_blocks[blocks, 128](out, device_values))
+    for _ in range(10):
+        out = gpucourse.to_device(gpucourse.poisoned(128 * blocks, np.float32))
+        launch(out)
+        np.testing.assert_array_equal(gpucourse.to_host(out), want)
+
+
+def test_first_allocation_of_a_shared_array_is_made_once(monkeypatch):
+    """Threads that reach `cuda.shared.array` together get one array (the simulator's own code could give each its own)."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    serialize_shared_arrays()
+    shared = FakeCUDAShared(0)
+    start = threading.Barrier(16)
+    got = []
+    empty = np.empty
+
+    def slow_empty(*args, **kwargs):  # widen the window between "no array yet" and "store it" that the race needs
+        time.sleep(0.01)
+        return empty(*args, **kwargs)
+
+    def thread():
+        start.wait()
+        got.append(shared.array((8, 8), np.float32))
+
+    monkeypatch.setattr(np, "empty", slow_empty)
+    threads = [threading.Thread(target=thread) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.undo()
+    assert len(got) == 16 and len({id(a) for a in got}) == 1, "threads of one block were given different shared arrays"
+    other = shared.array((4,), np.int32)  # another line: another array
+    assert other is not got[0] and other.shape == (4,) and other.dtype == np.int32

@@ -1,6 +1,6 @@
 """The course's GPU CI: tests, every notebook timed, the then-and-now report, a leak check, and a run record.
 
-    python3 tools/gpu_ci.py OUT_DIR [--steps tests,notebooks,leaks,report] [--chapter N ...] [--executed]
+    python3 tools/gpu_ci.py OUT_DIR [--steps tests,notebooks,leaks,report] [--chapter N ...] [--executed] [--pack]
 
 Steps (all by default, in this order):
   tests      the whole test suite in gpu mode, one test at a time (timings undisturbed)
@@ -14,6 +14,8 @@ Steps (all by default, in this order):
   report     `python -m gpucourse report` into OUT_DIR/report (HTML, Markdown, JSON)
 Writes OUT_DIR/gpu_ci.md (GPU, driver, versions, date, command, counts, per-notebook wall times,
 memory per notebook, report summary) and the logs beside it; exits non-zero if any step failed.
+With --pack, everything but gpu_ci.md is moved into OUT_DIR/gpu_ci.tar.gz: one file for machines that
+return only a few files (the lent GPUs return at most 8).
 `tools/gpu_ci.sh` sets up the environment and calls this; `.github/workflows/gpu.yml` runs it on a
 self-hosted GPU runner. The lent GPUs of this project ran it in parts (measurements/README.md).
 """
@@ -28,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -176,12 +179,25 @@ def run_report(out: Path, record: list[str], chapters: list[int] | None) -> bool
     return run.returncode == 0
 
 
+def pack(out: Path) -> Path:
+    """Move everything in `out` except gpu_ci.md into out/gpu_ci.tar.gz (paths relative to out); return the archive."""
+    archive = out / "gpu_ci.tar.gz"
+    members = sorted(p for p in out.iterdir() if p.name not in ("gpu_ci.md", archive.name))
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in members:
+            tar.add(path, arcname=path.name)
+    for path in members:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return archive
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
     parser.add_argument("--chapter", type=int, action="append", help="notebooks, leaks and report: only this chapter")
     parser.add_argument("--executed", action="store_true", help="notebooks: keep executed copies of the chapter notebooks")
+    parser.add_argument("--pack", action="store_true", help="move every output but gpu_ci.md into OUT_DIR/gpu_ci.tar.gz")
     args = parser.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s]
     unknown = set(steps) - set(STEPS)
@@ -213,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / "gpu_ci.md").write_text("\n".join(record) + "\n")
     record += [f"Total {time.perf_counter() - started:.0f} s; " + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in results.items())]
     (out / "gpu_ci.md").write_text("\n".join(record) + "\n")
+    if args.pack:
+        pack(out)
     print("\n".join(record[-3:]))
     return 0 if all(results.values()) else 1
 
