@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
@@ -75,15 +76,22 @@ def execute(source: Path, target: Path, timeout: int) -> str:
     import time
 
     import nbformat
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
     started = time.monotonic()
     notebook = nbformat.read(source, as_version=4)
+    # The kernel talks over Unix sockets named after its connection file (transport "ipc"), not TCP ports:
+    # jupyter_client picks free ports, closes them and hands them to the kernel, so two kernels started at
+    # once (two notebooks here, nbval beside them in CI) can be given the same port, and a client then waits
+    # on a kernel that is not its own until the time limit.
     # iopub_timeout: on a loaded machine a cell's last output can come seconds after its reply, and nbclient's
     # cancelled wait for it (after 4 s by default) has been seen to hang the run; shutdown "immediate": the
     # kernel is killed once the last cell is done (no interrupt, no graceful wait)
-    NotebookClient(notebook, timeout=timeout, iopub_timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
-                   resources={"metadata": {"path": str(source.parent)}}).execute()
+    with tempfile.TemporaryDirectory(prefix="gpucourse-kernel-") as sockets:  # an absolute path: the kernel runs elsewhere
+        kernel = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
+        NotebookClient(notebook, km=kernel, timeout=timeout, iopub_timeout=timeout, shutdown_kernel="immediate",
+                       resources={"metadata": {"path": str(source.parent)}}).execute()
     notebook.metadata["gpucourse_site"] = {"source_sha256": fingerprint(source)}
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
@@ -118,8 +126,11 @@ def execute_in_child(source: Path, target: Path, timeout: int, tries: int = 2) -
         try:
             done = subprocess.run([sys.executable, __file__, "--execute-one", str(source), str(target), "--timeout", str(timeout)],
                                   capture_output=True, text=True, timeout=limit)
-        except subprocess.TimeoutExpired:  # the kernel exits with its parent (ipykernel watches it)
-            print(f"{source.relative_to(ROOT)}: no result after {limit} s (attempt {attempt} of {tries})", flush=True)
+        except subprocess.TimeoutExpired as timed_out:  # the kernel exits with its parent (ipykernel watches it)
+            said = "".join(text.decode(errors="replace") if isinstance(text, bytes) else text
+                           for text in (timed_out.stdout, timed_out.stderr) if text).strip()
+            print(f"{source.relative_to(ROOT)}: no result after {limit} s (attempt {attempt} of {tries})"
+                  + (f"; it said:\n{said[-1500:]}" if said else ""), flush=True)
             continue
         if done.returncode == 0:
             print(done.stdout.strip().splitlines()[-1], flush=True)
