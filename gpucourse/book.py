@@ -72,6 +72,11 @@ def figure(figure_id: str) -> BookFigure:
         raise KeyError(f"no book figure {figure_id!r}; ids starting alike: {close}") from None
 
 
+def has_figure(figure_id: str) -> bool:
+    """True when the book (or an article) prints a figure with this id."""
+    return figure_id in _table()
+
+
 def figures(
     prefix: str = "",
     *,

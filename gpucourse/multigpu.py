@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import mode
+from . import mode, timing
 from .arrays import require_cupy
 from .device import DeviceInfo, all_devices, simulated_device
 from .errors import ArrayArgumentError, DeviceOrdinalError, PeerAccessError
@@ -404,15 +402,4 @@ def bandwidth_matrix(nbytes: int, *, peer: bool = True, repeat: int = 10) -> np.
 
 def wall_time_ms(fn: Callable[[], object], ordinals: Sequence[int], repeat: int = 10, warmup: int = 1) -> float:
     """Median wall-clock ms of `fn()` from idle GPUs to the end of its work on all of `ordinals` (what a user waits)."""
-    if repeat < 1 or warmup < 0:
-        raise ValueError("repeat must be >= 1 and warmup >= 0")
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        synchronize_all(ordinals)
-        start = time.perf_counter()
-        fn()
-        synchronize_all(ordinals)
-        samples.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(samples)
+    return timing.wall_time_ms(fn, repeat, warmup, sync=lambda: synchronize_all(ordinals))

@@ -330,18 +330,22 @@ def benchmark(
     return Timing(tuple(samples), calls_per_sample, clock, host_ms_per_call, gated, back_to_back, waits_at)
 
 
-def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1) -> float:
-    """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (what a user waits)."""
+def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, sync: Callable[[], None] | None = None) -> float:
+    """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (what a user waits).
+
+    `sync` waits for the devices concerned (default: the current device).
+    """
     if repeat < 1 or warmup < 0:
         raise ValueError("repeat must be >= 1 and warmup >= 0")
+    sync = sync or synchronize
     for _ in range(warmup):
         fn()
     samples = []
     for _ in range(repeat):
-        synchronize()
+        sync()
         start = time.perf_counter()
         fn()
-        synchronize()
+        sync()
         samples.append(1e3 * (time.perf_counter() - start))
     return statistics.median(samples)
 

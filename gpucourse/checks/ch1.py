@@ -17,9 +17,9 @@ from ..arrays import random_array, to_device
 from ..device import DeviceInfo, current_device
 from ..sizes import problem_size
 from . import array_problems, fail, passed
-from .evidence import float64_problems, speed_note, speed_verdict, trace_of
+from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
 from .runs import run_checked
-from .trace import first_request_example, rewritten, uncoalesced
+from .trace import rewritten
 
 SMALL_1D = 300  # elements of a traced run: a few warps and a tail
 
@@ -44,17 +44,6 @@ def _fill_reference(out):
         out[i] = 3 * i + 1
 
 
-def _pattern_problems(trace, array: str, shape, itemsize: int, write: bool, advice: str) -> list[str]:
-    found = uncoalesced(trace, array, itemsize, write)
-    if found is None:
-        return []
-    sectors, ideal = found
-    verb = "writes to" if write else "reads of"
-    return [f"the {verb} {array} are not coalesced: a warp's request touches {sectors:.1f} sectors of 32 bytes on average, "
-            f"{ideal:.1f} if its 32 threads took neighbouring elements. For example, "
-            f"{first_request_example(trace.accesses, array, shape, write)}. {advice}"]
-
-
 def check_add_arrays(add_arrays: Callable[..., object]) -> None:
     """Exercise 1.1: `add_arrays(out, x, y)` writes x + y into `out` for any length."""
     n = problem_size("exercise_1d")
@@ -69,7 +58,7 @@ def check_add_arrays(add_arrays: Callable[..., object]) -> None:
     trace, note = trace_of(add_arrays, small)
     if trace is not None:
         problems += float64_problems(trace)
-        problems += _pattern_problems(trace, "x", (SMALL_1D,), 4, False, "Thread i of the grid should take element i = cuda.grid(1).")
+        problems += coalescing_problems(trace, "x", (SMALL_1D,), "Thread i of the grid should take element i = cuda.grid(1).")
     fail(problems, "Exercise 1.1")
     out = to_device(np.zeros(n, np.float32))
     blocks = -(-n // 256)
@@ -99,9 +88,9 @@ def check_scale_rows(scale_rows: Callable[..., object]) -> None:
     trace, note = trace_of(scale_rows, arguments)
     if trace is not None:
         problems += float64_problems(trace)
-        problems += _pattern_problems(trace, "matrix", small, 4, False,
-                                      "In a NumPy (row-major) array the columns are contiguous: let x, the fastest thread index, "
-                                      "walk the columns (col, row = cuda.grid(2)).")
+        problems += coalescing_problems(trace, "matrix", small,
+                                        "In a NumPy (row-major) array the columns are contiguous: let x, the fastest thread index, "
+                                        "walk the columns (col, row = cuda.grid(2)).")
     fail(problems, "Exercise 1.2")
     out = to_device(np.zeros((rows, cols), np.float32))
     grid = (-(-cols // 32), -(-rows // 8))
@@ -135,9 +124,9 @@ def check_fill_grid_stride(fill_kernel) -> None:
                             "of 2 blocks of 64: the values are right, but the work is done several times over. Step by "
                             "cuda.gridsize(1), the number of threads in the whole grid, not by the block's size or the number of blocks.")
         else:
-            problems += _pattern_problems(trace, "out", (SMALL_1D,), 8, True,
-                                          "Let neighbouring threads take neighbouring elements: start at cuda.grid(1) and step by "
-                                          "cuda.gridsize(1), rather than giving each thread a contiguous chunk.")
+            problems += coalescing_problems(trace, "out", (SMALL_1D,),
+                                            "Let neighbouring threads take neighbouring elements: start at cuda.grid(1) and step by "
+                                            "cuda.gridsize(1), rather than giving each thread a contiguous chunk.", write=True, itemsize=8)
     fail(problems, "Exercise 1.3")
     out = to_device(np.zeros(n, np.int64))
     sms = current_device().multiprocessors or 1

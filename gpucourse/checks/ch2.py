@@ -19,9 +19,9 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from ..validate import check_threads_per_block
 from . import CheckFailed, array_problems, fail, passed
-from .evidence import float64_problems, speed_note, speed_verdict, trace_of
+from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
 from .runs import run_checked
-from .trace import first_request_example, loads_before_first_store, uncoalesced
+from .trace import loads_before_first_store
 
 # ---------------------------------------------------------------------------------------------
 # Exercise 2.1: effective bandwidth from bytes and time.
@@ -229,12 +229,9 @@ def check_copy_four(copy_four: Callable[..., object]) -> None:
     trace, note = trace_of(copy_four, [("traced", "out", np.zeros(small, np.float32)), ("traced", "inp", host)])
     if trace is not None:
         problems += float64_problems(trace)
-        found = uncoalesced(trace, "inp", 4)
-        if found:
-            problems.append(f"the reads of inp are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes, "
-                            f"{found[1]:.1f} if its threads read neighbours. For example, {first_request_example(trace.accesses, 'inp', (small,))}. "
-                            "Thread t must take start + t, start + t + blockDim.x, ... (not four neighbours of its own): then at each "
-                            "step the warp reads 32 neighbouring floats.")
+        problems += coalescing_problems(trace, "inp", (small,),
+                                        "Thread t must take start + t, start + t + blockDim.x, ... (not four neighbours of its own): "
+                                        "then at each step the warp reads 32 neighbouring floats.")
         loads = loads_before_first_store(trace, "inp", "out", 4)
         if not found and loads is not None and loads < 4:
             problems.append(f"each thread stores an element after only {loads} load(s): a store right after its load keeps one load in "

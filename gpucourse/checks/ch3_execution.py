@@ -19,10 +19,10 @@ from ..kernels.transpose import column_read_conflict
 from ..occupancy import SMLimits, book_sm_limits, occupancy
 from ..sizes import problem_size
 from . import array_problems, fail, passed
-from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_of
+from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import computed_shape_message, shared_array_declarations
 from .runs import race_repeats, run_checked
-from .trace import first_request_example, loads_before_first_store, race_problem, shared_passes_per_request, uncoalesced
+from .trace import loads_before_first_store, shared_passes_per_request
 
 TILE_DIM, BLOCK_ROWS = 32, 8
 ILP = 4
@@ -73,24 +73,15 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
                                coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24.")
     small = (36, 40)  # 2 x 2 tiles, the last ones partial
     arguments = [("traced", "out", np.zeros(small[::-1], np.float32)), ("traced", "inp", random_array(small, np.float32, seed=342))]
-    trace, note = trace_of(launch, arguments, shared=True)
-    race = race_problem(trace) if trace is not None else None
-    if race:
-        fail([race] + problems, "Exercise 3.4.1")
+    trace, note = trace_naming_races(launch, arguments, problems, "Exercise 3.4.1")
     fail(problems, "Exercise 3.4.1")
     checked, racecheck_note = racecheck_problems(launch, arguments)
     problems += checked
     if trace is not None:
         problems += float64_problems(trace)
-        for array, write in (("inp", False), ("out", True)):
-            found = uncoalesced(trace, array, 4, write)
-            if found:
-                verb = "writes to" if write else "reads of"
-                problems.append(f"the {verb} {array} are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes "
-                                f"({found[1]:.1f} for 32 neighbours); for example, "
-                                f"{first_request_example(trace.accesses, array, small[::-1] if write else small, write)}. "
-                                "Read a row of inp into a row of the tile, and write a row of out from a column of the tile: "
-                                "x = blockIdx.y * 32 + threadIdx.x for the writes, so that threadIdx.x walks out's columns.")
+        advice = ("Read a row of inp into a row of the tile, and write a row of out from a column of the tile: "
+                  "x = blockIdx.y * 32 + threadIdx.x for the writes, so that threadIdx.x walks out's columns.")
+        problems += coalescing_problems(trace, "inp", small, advice) + coalescing_problems(trace, "out", small[::-1], advice, write=True)
         passes = max(shared_passes_per_request(trace.accesses), shared_passes_per_request(trace.accesses, write=True))
         if passes > 1.0 and not problems:
             problems.append(f"the tile's shared-memory requests need {passes:.1f} passes on average (1 without bank conflicts): "

@@ -21,7 +21,7 @@ from ..arrays import random_array, to_device, to_host
 from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed
-from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_of
+from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .runs import race_repeats, run_checked
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
     Access,
@@ -48,16 +48,6 @@ def _scale_reference(out, a, factor):
         out[row, col] = a[row, col] * factor
 
 
-def _coalescing_problems(trace, array: str, shape, write: bool, advice: str) -> list[str]:
-    found = uncoalesced(trace, array, 4, write)
-    if found is None:
-        return []
-    verb = "writes to" if write else "reads of"
-    return [f"the {verb} {array} are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes on average "
-            f"({found[1]:.1f} when 32 neighbouring floats are read). For example, {first_request_example(trace.accesses, array, shape, write)}. "
-            + advice]
-
-
 def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
     """Exercise 3.1: `scale_matrix(out, a, factor)` writes a * factor with coalesced reads and writes, blocks of 32 x 8."""
     rows, cols = problem_size("ch3_exercise_2d")
@@ -75,7 +65,7 @@ def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
     if trace is not None:
         problems += float64_problems(trace)
         advice = "Let x (the fastest thread index) walk the columns, the last index of a NumPy array."
-        problems += _coalescing_problems(trace, "a", small, False, advice) or _coalescing_problems(trace, "out", small, True, advice)
+        problems += coalescing_problems(trace, "a", small, advice) or coalescing_problems(trace, "out", small, advice, write=True)
         shapes = {launch.threads for launch in trace.launches}
         if not problems and shapes != {(32, 8, 1)}:
             shape = next(iter(shapes))
@@ -139,10 +129,7 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     problems = run.problems + array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5)
     small = random_array((64, WIDE), np.float32, seed=34)
     arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", small)]
-    trace, note = trace_of(wide_row_sums, arguments, shared=True)
-    race = race_problem(trace) if trace is not None else None
-    if race:  # a race explains wrong values: name it first
-        fail([race] + problems, "Exercise 3.3")
+    trace, note = trace_naming_races(wide_row_sums, arguments, problems, "Exercise 3.3")
     fail(problems, "Exercise 3.3")
     checked, racecheck_note = racecheck_problems(wide_row_sums, arguments)
     problems += checked
@@ -292,10 +279,7 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
     small = 150
     arguments = [("traced", "partial", np.zeros(-(-small // 64), np.float32)), ("traced", "x", random_array(small, np.float32, seed=38)),
                  ("value", "threads_per_block", 64)]
-    trace, note = trace_of(block_sums, arguments, shared=True)
-    race = race_problem(trace) if trace is not None else None
-    if race:
-        fail([race] + problems, "Exercise 3.7.1")
+    trace, note = trace_naming_races(block_sums, arguments, problems, "Exercise 3.7.1")
     fail(problems, "Exercise 3.7.1")
     checked, racecheck_note = racecheck_problems(block_sums, arguments)
     problems += checked

@@ -21,9 +21,9 @@ from ..kernels import stencil
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
-from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_of
+from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .runs import race_repeats, run_checked
-from .trace import first_request_example, race_problem, uncoalesced
+from .trace import race_problem
 
 
 def _as_floats(values, what: str, length: int) -> np.ndarray:
@@ -95,11 +95,7 @@ def check_z_derivative(deriv_z: Callable[..., object]) -> None:
     trace, note = trace_of(deriv_z, arguments)
     if trace is not None:
         problems += float64_problems(trace)
-        found = uncoalesced(trace, "f", 4)
-        if found:
-            problems.append(f"the reads of f are not coalesced: a warp's request touches {found[0]:.1f} sectors of 32 bytes "
-                            f"({found[1]:.1f} for neighbours); for example, {first_request_example(trace.accesses, 'f', small)}. "
-                            "Let x, the fastest thread index, walk the last (contiguous) axis of f[z, y, x].")
+        problems += coalescing_problems(trace, "f", small, "Let x, the fastest thread index, walk the last (contiguous) axis of f[z, y, x].")
     fail(problems, "Exercise 6.2")
     passed(f"Exercise 6.2: deriv_z matches the numpy.roll reference on random data, shape {shape} (tolerance {tolerance:.1e}), "
            f"its warps read neighbouring x{note}.")
@@ -255,10 +251,7 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     small = (10, 34)
     small_host = random_array(small, np.float32, seed=67)
     arguments = [("traced", "a", small_host), ("traced", "a_new", small_host.copy())]
-    trace, note = trace_of(jacobi_sweep, arguments, shared=True)
-    race = race_problem(trace) if trace is not None else None
-    if race:
-        fail([race] + problems, "Exercise 6.6")
+    trace, note = trace_naming_races(jacobi_sweep, arguments, problems, "Exercise 6.6")
     if problems and trace is not None and "shared" not in trace.shapes:
         problems.append("the kernel uses no shared memory: stage the block's points and a one-point halo in a cuda.shared.array tile.")
     elif problems and found:
@@ -269,11 +262,7 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     problems += checked
     if trace is not None:
         problems += float64_problems(trace)
-        found_pattern = uncoalesced(trace, "a", 4)
-        if found_pattern:
-            problems.append(f"the reads of a are not coalesced: {found_pattern[0]:.1f} sectors per warp request "
-                            f"({found_pattern[1]:.1f} for neighbours); for example, {first_request_example(trace.accesses, 'a', small)}. "
-                            "Let threadIdx.x walk x, the contiguous last axis of a[y, x].")
+        problems += coalescing_problems(trace, "a", small, "Let threadIdx.x walk x, the contiguous last axis of a[y, x].")
         if "shared" not in trace.shapes:
             problems.append("the kernel uses no shared memory: stage the block's points and a one-point halo in a cuda.shared.array tile.")
     fail(problems, "Exercise 6.6")

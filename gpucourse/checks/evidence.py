@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from .. import mode
 from .sanitizer import racecheck, racecheck_available
 from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, speed_problem
-from .trace import ReplayError, Trace, float64_message, traced_run
+from .trace import ReplayError, Trace, first_request_example, float64_message, race_problem, traced_run, uncoalesced
 
 
 def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = False) -> tuple[Trace | None, str]:
@@ -26,6 +26,30 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
         return None, f" (its memory accesses could not be traced: {exc})"
     except Exception as exc:  # noqa: BLE001 - the run on small data failed: the values already tell what is wrong
         return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {str(exc)[:200]})"
+
+
+def trace_naming_races(entry: Callable, arguments: Sequence[tuple[str, str, object]], problems: list[str],
+                       exercise: str) -> tuple[Trace | None, str]:
+    """`trace_of` with shared memory; if the trace shows a race on it, fail with the race first (it explains wrong values)."""
+    from . import fail
+
+    trace, note = trace_of(entry, arguments, shared=True)
+    race = race_problem(trace) if trace is not None else None
+    if race:
+        fail([race] + problems, exercise)
+    return trace, note
+
+
+def coalescing_problems(trace: Trace, array: str, shape, advice: str, write: bool = False, itemsize: int = 4) -> list[str]:
+    """Words for a warp's uncoalesced requests to `array` (of `shape`, traced), with one request as an example and `advice`."""
+    found = uncoalesced(trace, array, itemsize, write)
+    if found is None:
+        return []
+    sectors, ideal = found
+    verb = "writes to" if write else "reads of"
+    return [f"the {verb} {array} are not coalesced: a warp's request touches {sectors:.1f} sectors of 32 bytes on average, "
+            f"{ideal:.1f} if its 32 threads took neighbouring elements. For example, "
+            f"{first_request_example(trace.accesses, array, shape, write)}. {advice}"]
 
 
 def float64_problems(trace: Trace | None) -> list[str]:

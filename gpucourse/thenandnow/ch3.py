@@ -239,11 +239,11 @@ def execution_rows(ctx: Context) -> list[Section]:
     measured_sizes = set(problem_size("ch3_block_sizes"))
     gains = {}
     for tpb in (32, 64, 128, 256, 512, 1024):  # the book's block sizes; the simulator measures a few of them
-        occupancy_ids = [i for i in (f"ch3_occ_copy_dp_occupancy_bs{tpb}_K20", f"ch3_occ_copy_dp_occupancy_bs{tpb}_C2050") if _exists(i)]
-        bw_ids = [i for i in (f"ch3_occ_copy_dp_bw_bs{tpb}_K20", f"ch3_occ_copy_dp_bw_bs{tpb}_C2050") if _exists(i)]
-        limited_occ_ids = [i for i in (f"ch3_occ_copy_dp_smemlimited_occupancy_bs{tpb}_K20",) if _exists(i)]
-        limited_ids = [i for i in (f"ch3_occ_copy_dp_smemlimited_bw_bs{tpb}_K20",) if _exists(i)]
-        ilp_ids = [i for i in (f"ch3_ilp4_smemlimited_bw_bs{tpb}_K20",) if _exists(i)]
+        occupancy_ids = [i for i in (f"ch3_occ_copy_dp_occupancy_bs{tpb}_K20", f"ch3_occ_copy_dp_occupancy_bs{tpb}_C2050") if book.has_figure(i)]
+        bw_ids = [i for i in (f"ch3_occ_copy_dp_bw_bs{tpb}_K20", f"ch3_occ_copy_dp_bw_bs{tpb}_C2050") if book.has_figure(i)]
+        limited_occ_ids = [i for i in (f"ch3_occ_copy_dp_smemlimited_occupancy_bs{tpb}_K20",) if book.has_figure(i)]
+        limited_ids = [i for i in (f"ch3_occ_copy_dp_smemlimited_bw_bs{tpb}_K20",) if book.has_figure(i)]
+        ilp_ids = [i for i in (f"ch3_ilp4_smemlimited_bw_bs{tpb}_K20",) if book.has_figure(i)]
         occ = gbs = limited = ilp = occ_limited = None
         note = "" if tpb in measured_sizes else "not measured at simulator sizes"
         if tpb in measured_sizes:
@@ -270,14 +270,6 @@ def execution_rows(ctx: Context) -> list[Section]:
                             None if smallest is None else round(gains[smallest], 2), "x",
                             note="" if smallest is None else f"at {smallest} threads per block"))
     return [section]
-
-
-def _exists(figure_id: str) -> bool:
-    try:
-        book.figure(figure_id)
-    except KeyError:
-        return False
-    return True
 
 
 def limits_rows(ctx: Context) -> list[Section]:

@@ -215,7 +215,7 @@ def option_rows(ctx: Context) -> list[Section]:
         for paths, tag in ((10**6, "1M"), (10**8, "100M")):
             ids = [f"ch5_option_{precision}_{tag}_{part}" for part in ("call_mc", "call_bs", "call_ci_lo", "call_ci_hi", "put_mc", "put_bs",
                                                                        "put_ci_lo", "put_ci_hi", "time")]
-            ids = [i for i in ids if _exists(i)]
+            ids = [i for i in ids if book.has_figure(i)]
             row = Row(f"{paths:.0e} paths, {dtype}: call and put (Black-Scholes {call_bs:.6f}, {put_bs:.6f}); whole run", cells(*ids))
             if ctx.simulated:
                 _gpu_only(row, GPUOnlyFeature("cuRAND's normals"))
@@ -237,14 +237,6 @@ def option_rows(ctx: Context) -> list[Section]:
             _gpu_only(row, exc)
         section.rows.append(row)
     return [section]
-
-
-def _exists(figure_id: str) -> bool:
-    try:
-        book.figure(figure_id)
-    except KeyError:
-        return False
-    return True
 
 
 def measure(ctx: Context) -> list[Section]:
