@@ -209,12 +209,16 @@ def test_chapter_notebook_runs_and_its_widget_reacts(browser, lab):
     text = tuner.locator(".widget-output")
     before = (readout.inner_text(), image.get_attribute("src"), gbs(text.inner_text()))
     handle = tuner.locator(".noUi-handle").first
+    after = before
     for _ in range(3):  # one step right; again if the simulator happened to report the same GB/s to 3 digits
+        shown = after
         handle.focus()
         page.keyboard.press("ArrowRight")
-        page.wait_for_function("([el, old]) => el.innerText.trim() !== old", arg=[readout.element_handle(), before[0]])
-        page.wait_for_function("([el, old]) => { const i = el.querySelector('img'); return i && i.src !== old; }",
-                               arg=[tuner.locator(".widget-output").element_handle(), before[1]], timeout=120_000)
+        page.wait_for_function("([el, old]) => el.innerText.trim() !== old", arg=[readout.element_handle(), shown[0]])
+        # the redraw shows the plot first and prints its line after it: wait for both, the line naming the new value
+        page.wait_for_function(
+            "([el, old, line]) => { const i = el.querySelector('img'); return i && i.src !== old && el.innerText.includes(line); }",
+            arg=[text.element_handle(), shown[1], f"'threads_per_block': {readout.inner_text().strip()}"], timeout=120_000)
         after = (readout.inner_text(), image.get_attribute("src"), gbs(text.inner_text()))
         if after[2] != before[2]:
             break
