@@ -13,10 +13,10 @@ from conftest import ROOT
 import gpucourse
 from gpucourse import environment
 
-# Packages that only conda lists (the interpreter, pip and the CUDA version pin) and pip extras
-# whose conda-forge name differs.
+# Packages that only conda lists (the interpreter, pip and the CUDA version pin), and names that
+# differ between PyPI and conda-forge (both sides are read as the conda-forge package's PyPI name).
 CONDA_ONLY = {"python", "pip", "cuda-version"}
-CONDA_NAME = {"cupy-cuda12x": "cupy", "cupy-cuda13x": "cupy"}
+CONDA_NAME = {"cupy-cuda12x": "cupy", "cupy-cuda13x": "cupy", "playwright-python": "playwright"}
 
 
 def requirement_name(line: str) -> str:
@@ -33,12 +33,13 @@ def pyproject():
 
 
 def conda_dependencies() -> list[str]:
+    """environment.yml's packages, those pip installs into it included (not the course itself)."""
     lines, inside = [], False
     for line in (ROOT / "environment.yml").read_text().splitlines():
         if line.startswith("dependencies:"):
             inside = True
-        elif inside and re.match(r"^  - [^ ]", line) and not line.strip().startswith("- pip:"):
-            lines.append(line.strip()[2:])
+        elif inside and re.match(r"^ +- [^ ]", line) and not line.strip().startswith(("- pip:", "- -e")):
+            lines.append(line.split("#")[0].strip()[2:])
     return lines
 
 
