@@ -5,6 +5,10 @@ bond of # NVLinks, `PIX`/`PXB` one or more PCIe switches, `PHB` a PCIe host brid
 `NODE`/`SYS` the links between host bridges or CPU sockets. `nvidia-smi nvlink -s` gives each
 NVLink's rate. From these, `link_figure(a, b)` states the figure a peer copy is measured against.
 The parsers take the tools' text, so they are tested on recorded outputs.
+
+nvidia-smi numbers the GPUs in PCI bus order and ignores `CUDA_VISIBLE_DEVICES`; CUDA numbers the
+visible ones, fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`. `Topology` takes CUDA ordinals
+(the numbers the course's other functions take) and finds each one's nvidia-smi row by PCI bus id.
 """
 
 from __future__ import annotations
@@ -75,6 +79,33 @@ def parse_nvlink_status(text: str) -> dict[int, list[float]]:
     return links
 
 
+def bus_key(bus_id: str) -> tuple[int, int, int, int] | None:
+    """(domain, bus, device, function) of a PCI bus id, written by nvidia-smi ('00000000:18:00.0') or CUDA ('0000:18:00.0')."""
+    found = re.fullmatch(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-7])\s*", bus_id)
+    return None if found is None else tuple(int(part, 16) for part in found.groups())
+
+
+def parse_bus_ids(text: str) -> dict[int, tuple[int, int, int, int]]:
+    """{nvidia-smi index: PCI bus key} from nvidia-smi's `index,pci.bus_id` CSV query (no header)."""
+    result = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) == 2 and cells[0].isdigit() and (key := bus_key(cells[1])) is not None:
+            result[int(cells[0])] = key
+    return result
+
+
+def smi_indices(cuda_bus_ids: dict[int, str | None], smi_bus_ids: dict[int, tuple[int, int, int, int]]) -> dict[int, int]:
+    """{CUDA ordinal: nvidia-smi index}, matched by PCI bus id; ordinals without a match are left out."""
+    by_bus = {key: index for index, key in smi_bus_ids.items()}
+    found = {}
+    for ordinal, bus_id in cuda_bus_ids.items():
+        key = bus_key(bus_id) if bus_id else None
+        if key in by_bus:
+            found[ordinal] = by_bus[key]
+    return found
+
+
 def parse_pcie(text: str) -> dict[int, tuple[int, int, int, int]]:
     """{gpu: (current gen, current width, max gen, max width)} from nvidia-smi's pcie.link CSV query (no header, no units)."""
     result = {}
@@ -114,14 +145,20 @@ class Topology:
     topo_text: str = ""
     nvlink_text: str = ""
     available: bool = True
+    #: CUDA ordinal -> nvidia-smi index; an ordinal not listed is taken as its own index
+    smi_index: dict[int, int] = field(default_factory=dict)
+
+    def _row(self, ordinal: int) -> int:
+        return self.smi_index.get(ordinal, ordinal)
 
     def link(self, a: int, b: int) -> str | None:
-        """The topology matrix's entry for GPUs a and b ('NV18', 'PIX', 'SYS', ...), or None if not reported."""
-        return self.matrix.get((a, b))
+        """The topology matrix's entry for CUDA devices a and b ('NV18', 'PIX', 'SYS', ...), or None if not reported."""
+        return self.matrix.get((self._row(a), self._row(b)))
 
     def link_figure(self, a: int, b: int) -> LinkFigure:
-        """The rated per-direction bandwidth between GPUs a and b, and where the figure comes from."""
+        """The rated per-direction bandwidth in GB/s between CUDA devices a and b, and where the figure comes from."""
         kind = self.link(a, b)
+        a, b = self._row(a), self._row(b)  # nvidia-smi's numbering from here on
         if kind is None:
             return LinkFigure("unknown", None, "nvidia-smi did not report the link between these GPUs")
         bond = re.fullmatch(r"NV(\d+)", kind)
@@ -150,4 +187,9 @@ def read_topology() -> Topology:
     nvlink = _run(["nvlink", "-s"]) or ""
     pcie = _run(["--query-gpu=index,pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max",
                  "--format=csv,noheader,nounits"]) or ""
-    return Topology(parse_topology_matrix(topo), parse_nvlink_status(nvlink), parse_pcie(pcie), topo, nvlink)
+    buses = parse_bus_ids(_run(["--query-gpu=index,pci.bus_id", "--format=csv,noheader"]) or "")
+    from .device import all_devices
+
+    cuda = {info.ordinal: info.pci_bus_id for info in all_devices()}
+    return Topology(parse_topology_matrix(topo), parse_nvlink_status(nvlink), parse_pcie(pcie), topo, nvlink,
+                    smi_index=smi_indices(cuda, buses))

@@ -55,6 +55,20 @@ def test_link_figures():
     assert pcie.link_figure(0, 7).kind == "unknown"
 
 
+def test_cuda_ordinals_are_found_by_pci_bus_id():
+    """CUDA_VISIBLE_DEVICES=2,0 makes CUDA's 0 and 1 nvidia-smi's GPU2 and GPU0: the links are theirs."""
+    assert topology.bus_key("00000000:18:00.0") == topology.bus_key("0000:18:00.0") == (0, 0x18, 0, 0)
+    assert topology.bus_key("not a bus") is None
+    smi = topology.parse_bus_ids("0, 00000000:18:00.0\n1, 00000000:2A:00.0\n2, 00000000:9A:00.0\n3, 00000000:AB:00.0\n")
+    assert smi[2] == (0, 0x9A, 0, 0) and len(smi) == 4
+    order = topology.smi_indices({0: "0000:9a:00.0", 1: "0000:18:00.0", 2: None}, smi)
+    assert order == {0: 2, 1: 0}  # an ordinal without a bus id keeps its own number
+    pcie = topology.parse_pcie("0, 4, 16, 4, 16\n1, 4, 16, 4, 16\n2, 3, 8, 3, 8\n3, 4, 16, 4, 16\n")
+    links = topology.Topology(topology.parse_topology_matrix(PCIE_FOUR), pcie=pcie, smi_index=order)
+    assert links.link(0, 1) == "SYS" and topology.Topology(links.matrix).link(0, 1) == "PIX"
+    assert links.link_figure(0, 1).gbs == pytest.approx(topology.pcie_gbs(3, 8))  # GPU2's gen-3 x8 end sets the figure
+
+
 def test_without_nvidia_smi(monkeypatch):
     monkeypatch.setattr(topology.shutil, "which", lambda name: None)
     report = topology.read_topology()
