@@ -10,9 +10,9 @@ output, so part r of the output needs one `h x w` block from every input part:
 
 The work goes in P stages. In stage 0 every part transposes its own diagonal block (no copy).
 In stage k, part r receives the block of part (r + k) mod P into a receive buffer with one 2D
-copy, then transposes it; every part sends one block and receives one in every stage, so the
-copy engines of all links are busy at once. With one stream per part and stage, the copies of
-stage k overlap the transposes of earlier stages.
+copy, then transposes it; every part sends one block and receives one in every stage, so no part
+idles and each GPU's copy engines move its outgoing and incoming block at the same time. With one
+stream per part and stage, the copies of stage k overlap the transposes of earlier stages.
 
 The transposes are chapter 3's kernel (`gpucourse.kernels.transpose`), launched on strided views:
 a view carries its row pitch, which the book passes to its kernel as a leading dimension. Devices
@@ -39,6 +39,7 @@ from .multigpu import (
     copy_to_device,
     new_stream,
     on_device,
+    restore_peer_access,
     set_peer_access,
     synchronize_all,
     wall_time_ms,
@@ -113,7 +114,7 @@ def schedule_problems(stages, parts: int) -> list[str]:
             twice = sorted({p for p in listed if listed.count(p) > 1})
             if twice:
                 problems.append(f"in stage {number}, part {twice[0]} {who} {listed.count(twice[0])} blocks: in a stage each part "
-                                f"should send one block and receive one, so that every link is busy once.")
+                                f"should send one block and receive one, so that no part idles while another copies twice.")
     missing = [(s, r) for s in range(parts) for r in range(parts) if (s, r) not in seen]
     if missing:
         local = [pair for pair in missing if pair[0] == pair[1]]
@@ -211,10 +212,11 @@ class DistributedTranspose:
         self.schedule_problems = problems
         self.out = DistributedMatrix.filled((cols, rows), inp.devices, inp.dtype)
         self.kernel, self.tile, self.block_rows = kernel, tile, block_rows
-        # As the book does, switch peer access on (and leave it on) between every pair of GPUs that allows it, so that the
-        # block copies go straight over NVLink or PCIe; peer_access=False switches it off, and the driver stages them
-        # through host memory.
+        # As the book does, switch peer access on between every pair of GPUs that allows it, so that the block copies go
+        # straight over NVLink or PCIe; peer_access=False switches it off, and the driver stages them through host memory.
+        # It stays so while the transpose is in use; close() (or the end of a with block) puts back what was there before.
         self.peer_access = peer_access
+        self._peer_before: dict[tuple[int, int], tuple[bool, bool]] = {}
         self.peer_pairs = self._set_peer_access(peer_access)
         xp = array_module()
         h, w = inp.split.rows_per_part, inp.split.cols_per_part
@@ -234,8 +236,20 @@ class DistributedTranspose:
         gpus = sorted(set(self.inp.devices))
         pairs = [(a, b) for a in gpus for b in gpus if a < b and can_access_peer(a, b) and can_access_peer(b, a)]
         for a, b in pairs:
-            set_peer_access(a, b, enabled)
+            self._peer_before[(a, b)] = set_peer_access(a, b, enabled)
         return pairs
+
+    def close(self) -> None:
+        """Put peer access back as it was before this transpose switched it (its buffers go with the object)."""
+        for (a, b), before in self._peer_before.items():
+            restore_peer_access(a, b, before)
+        self._peer_before = {}
+
+    def __enter__(self) -> DistributedTranspose:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def _make_steps(self, overlap: bool, h: int, w: int) -> list[list[_Step]]:
         steps = []
@@ -371,17 +385,17 @@ def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequenc
             peer_access: bool = True) -> list[TransposeRun]:
     """Transpose a random split matrix over `devices`: check the first run (poisoned output), then time each mode (wall clock)."""
     inp = DistributedMatrix.filled(shape, devices, seed=seed)
-    transpose = DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows, peer_access=peer_access)
     runs = []
-    for overlap in overlaps:
-        transpose.poison()
-        transpose.run(overlap)
-        wrong = transpose.mismatches()
-        ms = transpose.time_ms(overlap, repeat=repeat)
-        how = f"{'overlapped streams' if overlap else 'blocking copies'}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
-        if len(set(devices)) > 1:
-            how += f", peer access {'on' if transpose.peer_pairs and peer_access else 'off'}"
-        runs.append(TransposeRun(tuple(devices), inp.shape, how, ms, transpose.bytes_moved, wrong))
+    with DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows, peer_access=peer_access) as transpose:
+        for overlap in overlaps:
+            transpose.poison()
+            transpose.run(overlap)
+            wrong = transpose.mismatches()
+            ms = transpose.time_ms(overlap, repeat=repeat)
+            how = f"{'overlapped streams' if overlap else 'blocking copies'}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
+            if len(set(devices)) > 1:
+                how += f", peer access {'on' if transpose.peer_pairs and peer_access else 'off'}"
+            runs.append(TransposeRun(tuple(devices), inp.shape, how, ms, transpose.bytes_moved, wrong))
     return runs
 
 

@@ -198,9 +198,13 @@ def peer_access(a: int, b: int, enabled: bool = True) -> Iterator[None]:
     try:
         yield
     finally:
-        for (device, peer), was in zip(((a, b), (b, a)), before):
-            if was != enabled:
-                _set_one_way(device, peer, was)
+        restore_peer_access(a, b, before)
+
+
+def restore_peer_access(a: int, b: int, before: tuple[bool, bool]) -> None:
+    """Put peer access between GPUs a and b back as `before` (what set_peer_access returned) says it was, each way."""
+    for (device, peer), was in zip(((a, b), (b, a)), before):
+        _set_one_way(device, peer, was)  # a no-op where it is already so
 
 
 # ---------------------------------------------------------------------------------------------

@@ -97,9 +97,28 @@ def test_peer_access_is_switched_as_asked():
     inp = D.DistributedMatrix.filled((len(devices) * h, len(devices) * w), devices, seed=10)
     capable = count > 1 and bool(multigpu.peer_matrix()[0, 1])
     for enabled in (False, True):
-        transpose = D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1], peer_access=enabled)
-        assert transpose.peer_pairs == ([(0, 1)] if capable else [])
         if capable:
-            assert multigpu.set_peer_access(0, 1, enabled) == (enabled, enabled)  # the state the transpose left
-        transpose.run()
-        assert transpose.mismatches() == 0
+            multigpu.set_peer_access(0, 1, not enabled)  # the state before: the other one
+        with D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1], peer_access=enabled) as transpose:
+            assert transpose.peer_pairs == ([(0, 1)] if capable else [])
+            if capable:
+                assert multigpu.set_peer_access(0, 1, enabled) == (enabled, enabled)  # the state the transpose set
+            transpose.run()
+            assert transpose.mismatches() == 0
+        if capable:
+            assert multigpu.set_peer_access(0, 1, enabled) == (not enabled, not enabled)  # put back as it was
+
+
+def test_closing_a_transpose_puts_peer_access_back(monkeypatch):
+    """What close() undoes, with the driver calls recorded (a pair of GPUs is not needed to follow the bookkeeping)."""
+    calls = []
+    monkeypatch.setattr(multigpu, "_set_one_way", lambda device, peer, enabled: calls.append((device, peer, enabled)))
+    multigpu.restore_peer_access(0, 1, (True, False))
+    assert calls == [(0, 1, True), (1, 0, False)]
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    transpose = D.DistributedTranspose(D.DistributedMatrix.filled((2 * h, 2 * w), [0, 0], seed=11), tile=TILE[0], block_rows=TILE[1])
+    transpose._peer_before = {(0, 1): (False, True)}  # as if it had switched a pair that was on one way only
+    calls.clear()
+    transpose.close()
+    transpose.close()  # a second close has nothing left to undo
+    assert calls == [(0, 1, False), (1, 0, True)]
