@@ -41,6 +41,13 @@ def check_threads_per_block(threads_per_block: int | Sequence[int], device: Devi
     return dims
 
 
+def check_whole_warps(threads_per_block: int, why: str) -> int:
+    """Refuse a block size that is not a multiple of the warp size (32), saying `why` the kernel needs whole warps."""
+    if threads_per_block % 32:
+        raise LaunchConfigError(f"threads_per_block must be a multiple of the warp size (32): {why}; got {threads_per_block}.")
+    return threads_per_block
+
+
 def check_blocks(blocks: int | Sequence[int], device: DeviceInfo | None = None) -> tuple[int, ...]:
     """Check a grid shape (blocks per grid) against the device's limits; return it as a tuple."""
     device = device or current_device()

@@ -10,7 +10,7 @@ import scipy.stats
 
 import gpucourse
 from gpucourse import book, floating_point, mode, options, summation
-from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature
+from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
 from gpucourse.kernels import montecarlo, random_numbers
 
 N = gpucourse.problem_size("ch5_test_points")
@@ -137,6 +137,27 @@ def test_pi_arguments():
         montecarlo.count_inside(gpucourse.to_device(np.zeros(4, np.float32)), gpucourse.to_device(np.zeros(1, np.int32)))
     with pytest.raises(ValueError, match="rule"):
         montecarlo.count_inside(gpucourse.to_device(np.zeros(4, np.float32)), count, "fast")
+
+
+def test_block_sums_take_whole_warps_only():
+    """A block of 48 threads would shuffle with a half-empty warp under the full mask: every such launcher refuses it."""
+    xy, count = gpucourse.to_device(np.zeros(4, np.float32)), gpucourse.to_device(np.zeros(1, np.int64))
+    states, sums = random_numbers.make_states(64, 1), gpucourse.to_device(np.zeros(4, np.float64))
+    z = gpucourse.to_device(np.zeros(64, np.float64))
+    launches = {
+        "count_inside": lambda: montecarlo.count_inside(xy, count, threads_per_block=48),
+        "fused_pi": lambda: montecarlo.fused_pi(states, 64, count, threads_per_block=48),
+        "european_fused": lambda: montecarlo.european_fused(states, 64, options.BOOK_OPTION, sums, "float64", threads_per_block=48),
+        "european_from_normals": lambda: montecarlo.european_from_normals(z, options.BOOK_OPTION, sums, threads_per_block=48),
+    }
+    for name, launch in launches.items():
+        try:
+            launch()
+        except LaunchConfigError as error:
+            assert "multiple of the warp size (32): its block sum shuffles" in str(error) and "got 48" in str(error), f"{name}: {error}"
+        else:
+            pytest.fail(f"{name} accepted a block of 48 threads")
+
 
 
 def test_book_pi_experiment_on_curand():

@@ -138,7 +138,7 @@ def test_clear_errors():
         reductions.two_pass_sum(x, poisoned_result(), accumulator="int64")
     with pytest.raises(LaunchConfigError, match="power of two"):
         reductions.two_pass_sum(x, poisoned_result(), "tree", 96)
-    with pytest.raises(LaunchConfigError, match="multiple of 32"):
+    with pytest.raises(LaunchConfigError, match=r"multiple of the warp size \(32\): the shuffle reduction"):
         reductions.two_pass_sum(x, poisoned_result(), "shuffle", 48)
     with pytest.raises(LaunchConfigError, match="loads_per_thread"):
         reductions.two_pass_sum(x, poisoned_result(), "shuffle", loads_per_thread=0)

@@ -23,9 +23,9 @@ from numba.cuda import libdevice
 from .. import mode
 from ..arrays import as_numba
 from ..compilation import jit_variant
-from ..errors import GPUOnlyFeature, LaunchConfigError
+from ..errors import GPUOnlyFeature
 from ..launch import bind, planned
-from ..validate import check_device_array, check_same_shape, launch_1d
+from ..validate import check_device_array, check_same_shape, check_whole_warps, launch_1d
 
 # ---------------------------------------------------------------------------------------------
 # Accuracy: one function applied once per element, compiled precise and fast.
@@ -337,8 +337,7 @@ def branch(values, steps: int, split: str = "by_thread", threads_per_block: int 
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative int; got {steps!r}")
     blocks, tpb = launch_1d(values.shape[0], threads_per_block)
-    if tpb % 32:
-        raise LaunchConfigError(f"threads_per_block={tpb} is not a multiple of the warp size (32): a warp would straddle blocks.")
+    check_whole_warps(tpb, "otherwise a block's last warp is partial and the by-warp split no longer follows warps")
     kernel = branch_by_thread_kernel if split == "by_thread" else branch_by_warp_kernel
     return bind(kernel, blocks, tpb, values, np.int32(steps))
 

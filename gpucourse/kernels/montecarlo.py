@@ -30,7 +30,7 @@ from ..errors import ArrayArgumentError
 from ..floating_point import fma32
 from ..launch import bind, planned
 from ..options import EuropeanOption
-from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block
+from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block, check_whole_warps
 from .random_numbers import copy_state, normal_float32, uniform_float32, uniform_float64
 from .reductions import block_sum_shuffle, default_threads, resident_blocks
 from .ufuncs import zero_kernel
@@ -137,6 +137,10 @@ def squared_distances(xy, out, rule: str = "default", threads_per_block: int | N
     return bind(squared_distance_kernel(rule), blocks, tpb, xy, out)
 
 
+#: Why the kernels that end in block_sum_shuffle take only whole warps.
+_WHOLE_WARPS = "its block sum shuffles values across whole warps (a partial warp leaves lanes of the full mask idle)"
+
+
 @functools.cache
 def count_inside_kernel(rule: str):
     """A kernel (xy, count): adds to count[0] how many points (xy[i], xy[i + n]) have x^2 + y^2 <= 1 (n = xy.size // 2)."""
@@ -177,6 +181,7 @@ def count_inside(xy, count, rule: str = "default", threads_per_block: int | None
     _check_points(xy)
     _check_count(count)
     (tpb,) = check_threads_per_block(threads_per_block or default_threads())
+    check_whole_warps(tpb, _WHOLE_WARPS)
     blocks = resident_blocks(tpb, xy.shape[0] // 2)
     return bind(zero_kernel, 1, 1, count), bind(count_inside_kernel(rule), blocks, tpb, xy, count)
 
@@ -219,7 +224,7 @@ def cupy_count_inside(xy, out=None):
 
 
 def cupy_count_nonzero(xy):
-    """The count with plain CuPy: x*x + y*y <= 1 makes three temporary arrays, then count_nonzero reads the last."""
+    """The count with plain CuPy: x*x, y*y, their sum and the mask are four temporary arrays; count_nonzero reads the last."""
     cupy = require_cupy("CuPy")
     n = xy.size // 2
     x, y = xy[:n], xy[n:]
@@ -266,6 +271,7 @@ def fused_pi(states, n: int, count, dtype: str = "float32", threads_per_block: i
     if np.dtype(dtype).name not in ("float32", "float64"):
         raise ArrayArgumentError(f"dtype must be float32 or float64; got {dtype}.")
     (tpb,) = check_threads_per_block(threads_per_block or default_threads())
+    check_whole_warps(tpb, _WHOLE_WARPS)
     blocks = blocks_to_cover(states.shape[0], tpb)
     check_blocks(blocks)
     return bind(zero_kernel, 1, 1, count), bind(fused_pi_kernel(np.dtype(dtype).name), blocks, tpb, states, np.int64(n), count)
@@ -382,8 +388,7 @@ def european_fused(states, paths: int, option: EuropeanOption, sums, dtype: str 
     if name not in ("float32", "float64"):
         raise ArrayArgumentError(f"dtype must be float32 or float64; got {dtype}.")
     (tpb,) = check_threads_per_block(threads_per_block or default_threads())
-    if tpb % 32:
-        raise ArrayArgumentError(f"threads_per_block must be a multiple of 32 (the block sums use whole warps); got {tpb}.")
+    check_whole_warps(tpb, _WHOLE_WARPS)
     blocks = blocks_to_cover(states.shape[0], tpb)
     check_blocks(blocks)
     return (bind(zero_four_kernel, 1, 32, sums),
@@ -399,8 +404,7 @@ def european_from_normals(z, option: EuropeanOption, sums, threads_per_block: in
         raise ArrayArgumentError(f"z must be float32 or float64; got {name}.")
     _check_sums(sums)
     (tpb,) = check_threads_per_block(threads_per_block or default_threads())
-    if tpb % 32:
-        raise ArrayArgumentError(f"threads_per_block must be a multiple of 32 (the block sums use whole warps); got {tpb}.")
+    check_whole_warps(tpb, _WHOLE_WARPS)
     blocks = resident_blocks(tpb, z.shape[0])
     return bind(zero_four_kernel, 1, 32, sums), bind(european_from_normals_kernel(), blocks, tpb, z, *_option_arguments(option, name), sums)
 

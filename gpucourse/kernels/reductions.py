@@ -33,7 +33,7 @@ from ..device import current_device
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import bind, owned, planned
 from ..sizes import problem_size
-from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block
+from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block, check_whole_warps
 
 #: Input dtypes the sums accept, and the accumulator each uses unless told otherwise.
 ACCUMULATORS: dict[str, str] = {"float32": "float32", "float64": "float64", "int32": "int64", "int64": "int64"}
@@ -109,7 +109,8 @@ def block_sum_interleaved(scratch, value):
 def block_sum_shuffle(warp_totals, value):
     """The block's sum of `value`, in thread 0: each warp sums by shuffles, then warp 0 sums the warps' totals.
 
-    `warp_totals` holds 32 values (one per warp of the largest block); any block size works.
+    `warp_totals` holds 32 values (one per warp of the largest block); the block size must be a
+    multiple of 32, since the full-mask shuffles need every lane of every warp (launchers check it).
     """
     lane = cuda.threadIdx.x % 32
     warp = cuda.threadIdx.x // 32
@@ -351,8 +352,8 @@ def _check_sum_arguments(x, result, accumulator, block: str, threads_per_block: 
             f"the {block} reduction halves the block at each level: threads_per_block must be a power of two; got {tpb}. "
             "(block='shuffle' takes any multiple of 32.)"
         )
-    if block == "shuffle" and tpb % 32:
-        raise LaunchConfigError(f"the shuffle reduction works by whole warps: threads_per_block must be a multiple of 32; got {tpb}.")
+    if block == "shuffle":
+        check_whole_warps(tpb, "the shuffle reduction sums whole warps")
     return acc, tpb
 
 
