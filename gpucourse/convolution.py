@@ -376,8 +376,9 @@ def overlap_table(times: dict[str, Timing], planes: int, plane_shape: tuple[int,
     from .report import Table
 
     headers = ["loop", "book K20X (ms)", "book K10 (ms)", "book K10, copies reordered (ms)", f"now: {device_name} (ms)"]
+    setup = book.figure("ch7_conv_io_only_K20X")  # the figures' notes start with the book's problem: planes, size, streams
     table = Table(headers, title=f"FFT convolution of {planes} planes of {plane_shape[0]} x {plane_shape[1]}: the book's times beside this device's",
-                  notes=[f"Book: 196 planes of 512 x 512 complex, 4 streams ({book.figure('ch7_conv_io_only_K20X').where})."])
+                  notes=[f"Book: {setup.notes.split(';')[0]} ({setup.where})."])
     for name in SCHEDULES:
         suffix = BOOK_SUFFIX[name]
         row = [name, 1e3 * book.figure(f"ch7_conv_{suffix}_K20X").number, 1e3 * book.figure(f"ch7_conv_{suffix}_K10").number,

@@ -373,7 +373,11 @@ def inverse_real(spectrum, out, axes=None, slot: int = 0) -> None:
 
 
 def wavenumbers(n: int, length: float = 2 * np.pi, half: bool = False) -> np.ndarray:
-    """Wave numbers 2 pi m / length (float64) in the FFT's order: m = 0, 1, ..., n/2 - 1, -n/2, ..., -1 (half: 0 ... n // 2)."""
+    """Wave numbers 2 pi m / length (float64) in the FFT's order (half: m = 0 ... n // 2).
+
+    Even n: m = 0, 1, ..., n/2 - 1, -n/2, ..., -1 (the Nyquist mode counted negative); odd n: m = 0, 1,
+    ..., (n - 1)/2, -(n - 1)/2, ..., -1 (no Nyquist mode). The same order as numpy.fft.fftfreq(n, 1/n).
+    """
     if n < 1 or length <= 0:
         raise ValueError(f"n must be >= 1 and length > 0; got n={n}, length={length}")
     m = np.arange(n // 2 + 1) if half else np.fft.fftfreq(n, 1.0 / n)
