@@ -28,7 +28,7 @@ from .errors import ArrayArgumentError, LaunchConfigError
 from .kernels import spectral as kernels
 from .launch import build, planned
 from .timeline import Timeline, TimelineRecorder, maybe_span
-from .timing import Timing, benchmark
+from .timing import Timing, benchmark, effective_bandwidth_gbs
 
 # ---------------------------------------------------------------------------------------------
 # The compute of one plane: both planes forward, multiply, the product back (all in place)
@@ -335,12 +335,12 @@ class PlaneTimes:
     @property
     def h2d_gbs(self) -> float:
         """Host-to-device bandwidth of the two copies in, GB/s."""
-        return 2 * self.plane_bytes / (self.h2d_ms * 1e-3) / 1e9
+        return effective_bandwidth_gbs(2 * self.plane_bytes, self.h2d_ms)
 
     @property
     def d2h_gbs(self) -> float:
         """Device-to-host bandwidth of the copy out, GB/s."""
-        return self.plane_bytes / (self.d2h_ms * 1e-3) / 1e9
+        return effective_bandwidth_gbs(self.plane_bytes, self.d2h_ms)
 
     @property
     def bound(self) -> str:

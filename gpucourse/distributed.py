@@ -44,6 +44,7 @@ from .multigpu import (
     synchronize_all,
     wall_time_ms,
 )
+from .timing import effective_bandwidth_gbs
 
 #: The transpose kernel used for each block (chapter 3's padded shared-memory tile).
 VARIANT = "no_bank_conflicts"
@@ -362,7 +363,7 @@ class TransposeRun:
     @property
     def gbs(self) -> float:
         """Effective bandwidth in GB/s: the matrix read once and written once, over the median time."""
-        return self.nbytes / (self.ms * 1e-3) / 1e9
+        return effective_bandwidth_gbs(self.nbytes, self.ms)
 
     @property
     def gpus(self) -> int:

@@ -33,6 +33,7 @@ from . import mode
 from .arrays import require_cupy
 from .errors import ArrayArgumentError
 from .launch import STREAMS, LibraryLaunch, planned
+from .roofline import gflops
 from .timing import Ceilings, Timing, benchmark, synchronize
 
 KINDS = ("C2C", "R2C", "C2R")
@@ -417,7 +418,7 @@ class TransformTiming:
     @property
     def gflops(self) -> float:
         """GFLOP/s by the 5 N log2 N count (2.5 N log2 N for real transforms), at the median GPU time."""
-        return self.spec.flops / (self.timing.median_ms * 1e-3) / 1e9
+        return gflops(self.spec.flops, self.timing.median_ms)
 
     @property
     def gbs(self) -> float:

@@ -312,7 +312,7 @@ class PeerTransfer:
     @property
     def gbs(self) -> float:
         """Bandwidth in GB/s (1e9 bytes per second): bytes copied over the median time (each byte counted once)."""
-        return self.nbytes / (self.median_ms * 1e-3) / 1e9
+        return timing.effective_bandwidth_gbs(self.nbytes, self.median_ms)
 
     def __str__(self) -> str:
         how = "peer access on" if self.peer_access else "peer access off (staged through the host)"

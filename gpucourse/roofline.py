@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import mode
+from .timing import effective_bandwidth_gbs
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
@@ -93,7 +94,7 @@ class RooflinePoint:
     @property
     def gbs(self) -> float:
         """Achieved effective bandwidth in GB/s."""
-        return self.bytes_moved / (self.ms * 1e-3) / 1e9
+        return effective_bandwidth_gbs(self.bytes_moved, self.ms)
 
     def bound(self, roof: Roof) -> str:
         """'memory' left of the ridge point, 'compute' from it on."""

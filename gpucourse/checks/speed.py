@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import mode
 from ..device import current_device
-from ..timing import bandwidth_ceilings, benchmark
+from ..timing import bandwidth_ceilings, benchmark, effective_bandwidth_gbs
 
 #: A right answer need not match the reference, but it must reach this fraction of its bandwidth.
 SLOWER_THAN_REFERENCE = 0.7
@@ -75,8 +75,8 @@ def compare_speed(mine: Callable[[], object], reference: Callable[[], object], b
     for _ in range(rounds):
         mine_ms.append(benchmark(mine, repeat=7).median_ms)
         reference_ms.append(benchmark(reference, repeat=7).median_ms)
-    mine_gbs = bytes_moved / (statistics.median(mine_ms) * 1e-3) / 1e9
-    reference_gbs = bytes_moved / (statistics.median(reference_ms) * 1e-3) / 1e9
+    mine_gbs = effective_bandwidth_gbs(bytes_moved, statistics.median(mine_ms))
+    reference_gbs = effective_bandwidth_gbs(bytes_moved, statistics.median(reference_ms))
     return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs)
 
 

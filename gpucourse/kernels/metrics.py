@@ -679,9 +679,10 @@ def blocks_per_second(copy_gbs: float, block_bytes: int) -> float:
 def measure_fma_rate(dtype=np.float32, repeat: int | None = None) -> float:
     """This device's fused multiply-add rate in GFLOP/s for `dtype` (float32 or float64), timed with `fma_peak` at `ch2_peak_flops` sizes."""
     from ..arrays import device_empty
+    from ..roofline import gflops
     from ..sizes import problem_size
 
     threads, steps = problem_size("ch2_peak_flops")
     out = device_empty(threads, check_float_dtype(dtype))
     timing = benchmark(lambda: fma_peak(out, steps), repeat=repeat)
-    return fma_peak_flops(threads, steps) / (timing.median_ms * 1e-3) / 1e9
+    return gflops(fma_peak_flops(threads, steps), timing.median_ms)

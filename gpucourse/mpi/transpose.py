@@ -192,6 +192,7 @@ def main(argv=None) -> int:
 
     from .. import mode, sizes
     from ..errors import DecompositionError
+    from ..timing import effective_bandwidth_gbs
     from . import ranks, report, support
 
     comm = MPI.COMM_WORLD
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
     ms = 1e3 * statistics.median(samples)
     nbytes = 2 * args.shape[0] * args.shape[1] * 4
     if rank == 0:
-        result.update(mismatches=wrong, verified=wrong == 0, ms=ms, gbs=nbytes / (ms * 1e-3) / 1e9, samples_ms=[1e3 * s for s in samples])
+        result.update(mismatches=wrong, verified=wrong == 0, ms=ms, gbs=effective_bandwidth_gbs(nbytes, ms), samples_ms=[1e3 * s for s in samples])
         print(f"{args.method}: {size} ranks, {args.shape[0]} x {args.shape[1]} float32: "
               f"{'verified' if wrong == 0 else f'{wrong} WRONG elements'}, {ms:.3f} ms, {result['gbs']:.1f} GB/s", flush=True)
         report(result)

@@ -13,6 +13,7 @@ from .. import book
 from ..device import DeviceInfo
 from ..errors import GPUOnlyFeature
 from ..report import _DEVICE_READERS
+from ..roofline import gflops as rate_gflops
 from ..sizes import problem_size
 from .core import BookCell, ChapterPlan, Context, Row, Section, cells
 
@@ -200,7 +201,7 @@ def appendices(ctx: Context) -> list[Section]:
         b = cupy.random.random((n, n), dtype=cupy.float32)
         c = cupy.empty((n, n), dtype=cupy.float32)
         timing = ctx.time(lambda: cupy.matmul(a, b, out=c))
-        gflops, note = 2 * n**3 / (timing.median_ms * 1e-3) / 1e9, f"{n} x {n} float32 (cupy.matmul)"
+        gflops, note = rate_gflops(2 * n**3, timing.median_ms), f"{n} x {n} float32 (cupy.matmul)"
     sgemm.rows.append(Row("SGEMM rate (the book runs m = n = k = 100 and prints no time)", cells("appC_sgemm_size"), gflops, "GFLOP/s", note=note))
     return [smi, sgemm]
 

@@ -156,10 +156,10 @@ def reduction_rows(ctx: Context) -> list[Section]:
     result = cupy.empty(1, dtype=cupy.float32)
     ours = ctx.time(lambda: reductions.best_sum(x, result))
     library = ctx.time(lambda: cupy.sum(x, out=result[0]))
-    read = n * 4 / (ours.median_ms * 1e-3) / 1e9
+    read = ours.bandwidth_gbs(n * 4)
     peak = None if ctx.simulated else ctx.ceilings.fraction(read, one_way=True)
     section.rows.append(Row("best hand-written sum of 1 GiB of float32, read bandwidth", [], read, "GB/s", None,
-                            anchor=f"cupy.sum (CUB): {n * 4 / (library.median_ms * 1e-3) / 1e9:.0f} GB/s",
+                            anchor=f"cupy.sum (CUB): {library.bandwidth_gbs(n * 4):.0f} GB/s",
                             note=(f"{peak:.2f} of the theoretical peak (read-only traffic can outrun the copy); " if peak else "")
                             + f"{reductions.BEST}"))
     return [section]

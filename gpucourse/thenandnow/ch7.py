@@ -167,9 +167,9 @@ def poisson(ctx: Context) -> list[Section]:
     section.rows.append(Row("copy of rho to the device", cells("ch7_poisson_nvprof_memcpy_HtoD_K20X"), copy_in.median_ms, "ms"))
     section.rows.append(Row("copy of u to the host", cells("ch7_poisson_nvprof_memcpy_DtoH_K20X"), copy_out.median_ms, "ms"))
     section.rows.append(Row("host-to-device bandwidth", [BookCell.of("ch7_poisson_h2d_bw_K20X", as_bandwidth=False)],
-                            nbytes / (copy_in.median_ms * 1e-3) / 1e9, "GB/s"))
+                            copy_in.bandwidth_gbs(nbytes), "GB/s"))
     section.rows.append(Row("device-to-host bandwidth", [BookCell.of("ch7_poisson_d2h_bw_K20X", as_bandwidth=False)],
-                            nbytes / (copy_out.median_ms * 1e-3) / 1e9, "GB/s"))
+                            copy_out.bandwidth_gbs(nbytes), "GB/s"))
     two = ctx.time(ffts)
     section.rows.append(Row("the two transforms (forward and inverse)",
                             cells("ch7_poisson_nvprof_fft_radix_fwd_K20X", "ch7_poisson_nvprof_fft_radix_inv_K20X",
