@@ -27,7 +27,6 @@ import collections
 import ctypes
 import functools
 import inspect
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,7 +34,7 @@ import numpy as np
 
 from . import environment, mode
 from .errors import ArrayArgumentError, LaunchError, PlanMismatch
-from .simulation import SIMULATOR_SWITCH_INTERVAL
+from .simulation import switching_often
 
 #: Plans a launcher keeps (least recently used first out). Each holds addresses, not arrays.
 PLANS_PER_LAUNCHER = 32
@@ -220,12 +219,8 @@ class BoundKernel:
         simulated = self._simulated
         if simulated is not None:
             kernel, args = simulated
-            previous = sys.getswitchinterval()
-            sys.setswitchinterval(min(previous, SIMULATOR_SWITCH_INTERVAL))
-            try:
+            with switching_often():
                 kernel[self.blocks, self.threads, 0, self.shared_bytes](*args)
-            finally:
-                sys.setswitchinterval(previous)
             return
         (gx, gy, gz), (bx, by, bz) = self.blocks, self.threads
         (error,) = _DRIVER.cuLaunchKernel(self._function, gx, gy, gz, bx, by, bz, self.shared_bytes, STREAMS.driver(handle),

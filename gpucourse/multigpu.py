@@ -383,10 +383,7 @@ def peer_bandwidth(source: int, target: int, nbytes: int, *, peer: bool = True, 
 def peer_sweep(source: int, target: int, sizes: Sequence[int], *, peer: bool, repeat: int = 10) -> list[PeerTransfer]:
     """`peer_bandwidth` over transfer sizes (bytes), reusing one pair of buffers of the largest size."""
     buffers = peer_buffers(source, target, max(sizes))
-    try:
-        return [peer_bandwidth(source, target, n, peer=peer, repeat=repeat, buffers=buffers) for n in sizes]
-    finally:
-        del buffers
+    return [peer_bandwidth(source, target, n, peer=peer, repeat=repeat, buffers=buffers) for n in sizes]
 
 
 def bandwidth_matrix(nbytes: int, *, peer: bool = True, repeat: int = 10) -> np.ndarray:

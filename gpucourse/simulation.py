@@ -15,10 +15,11 @@ first allocation happen once per block.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numba import cuda
@@ -42,6 +43,17 @@ def device_function(function: Callable) -> Callable:
     return cuda.jit(device=True, inline=True)(function)
 
 
+@contextlib.contextmanager
+def switching_often() -> Iterator[None]:
+    """Inside the block, Python switches threads at least every SIMULATOR_SWITCH_INTERVAL seconds (threads wait at barriers)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, SIMULATOR_SWITCH_INTERVAL))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
 def paced(launcher: Callable) -> Callable:
     """Decorate a launcher so that, in simulator mode, Python switches threads often while it runs."""
 
@@ -49,12 +61,8 @@ def paced(launcher: Callable) -> Callable:
     def run(*args, **kwargs):
         if not is_simulator():
             return launcher(*args, **kwargs)
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(min(previous, SIMULATOR_SWITCH_INTERVAL))
-        try:
+        with switching_often():
             return launcher(*args, **kwargs)
-        finally:
-            sys.setswitchinterval(previous)
 
     return run
 

@@ -372,12 +372,8 @@ class Ceilings:
         theoretical peak is. None where the peak is unknown (the simulator).
         """
         if not one_way:
-            return gbs / self.copy_gbs
+            return self.fraction_of_copy(gbs)
         return gbs / self.theoretical_gbs if self.theoretical_gbs and not self.simulated else None
-
-    def ceiling_name(self, one_way: bool = False) -> str:
-        """Which ceiling `fraction` uses, in words."""
-        return "the theoretical peak (one-way traffic)" if one_way else "the measured copy"
 
     def __str__(self) -> str:
         if self.simulated:

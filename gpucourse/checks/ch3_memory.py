@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda
 
 from .. import mode
 from ..arrays import random_array, to_device, to_host
-from ..kernels.reductions import block_sum_tree
+from ..kernels.reductions import partial_sum_kernel  # the speed reference: chapter 5's tree, one load per thread
 from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed
@@ -237,15 +237,6 @@ def block_sums_reference(x: np.ndarray, threads_per_block: int) -> np.ndarray:
     return values[:, 0].copy()
 
 
-@cuda.jit
-def _block_sums_reference_kernel(partial, x):
-    """The reference for the speed verdict: chapter 5's shared-memory tree (reductions.block_sum_tree), one sum per block."""
-    i = cuda.grid(1)
-    total = block_sum_tree(cuda.shared.array(0, float32), x[i] if i < x.size else float32(0))
-    if cuda.threadIdx.x == 0:
-        partial[cuda.blockIdx.x] = total
-
-
 def check_block_sums(block_sums: Callable[..., object]) -> None:
     """Exercise 3.7.1: `block_sums(partial, x, threads_per_block)` writes each block's sum of x, by a shared-memory tree, race-free."""
     n = problem_size("ch3_exercise_block_sums")
@@ -281,7 +272,7 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
     threads = 256
     partial = to_device(np.zeros(-(-n // threads), np.float32))
     slow, speed = speed_verdict("Exercise 3.7.1", "block_sums", lambda: block_sums(partial, x_device, threads),
-                                lambda: _block_sums_reference_kernel[-(-n // threads), threads, 0, 4 * threads](partial, x_device),
+                                lambda: partial_sum_kernel("tree", "float32")[-(-n // threads), threads, 0, 4 * threads](x_device, partial),
                                 4 * n, 4 * n, "Does each thread read its element once, coalesced, and does the tree halve the active threads?")
     fail(slow, "Exercise 3.7.1")
     passed(f"Exercise 3.7.1: block_sums gives the tree's sums bit for bit with 256 and 64 threads per block, with no race"

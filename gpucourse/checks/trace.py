@@ -209,10 +209,10 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
             args = tuple(np.float64(a) if type(a) is float else np.int64(a) if type(a) is int else a for a in args)
         return original_call(self, *args)
 
-    from ..simulation import SIMULATOR_SWITCH_INTERVAL
+    from ..simulation import switching_often
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, SIMULATOR_SWITCH_INTERVAL))  # threads waiting at barriers: switch often
+    pacing = switching_often()
+    pacing.__enter__()
     _Traced._log = log
     kernelapi.FakeCUDAShared.array = traced_shared
     simulated.BlockThread.syncthreads = counted_sync
@@ -220,7 +220,7 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
     try:
         yield log
     finally:
-        sys.setswitchinterval(interval)
+        pacing.__exit__(None, None, None)
         _Traced._log = None
         kernelapi.FakeCUDAShared.array = original_array
         simulated.BlockThread.syncthreads = original_sync
@@ -260,14 +260,6 @@ def sectors_per_request(accesses: Sequence[Access], array: str, itemsize: int, w
     if not requests:
         return 0.0
     return sum(len({element * itemsize // 32 for _, element in lanes}) for lanes in requests.values()) / len(requests)
-
-
-def ideal_sectors_per_request(accesses: Sequence[Access], array: str, itemsize: int, write: bool = False) -> float:
-    """Mean sectors per request if each request's lanes read neighbouring elements (the coalesced minimum)."""
-    requests = _warp_requests(accesses, array, write)
-    if not requests:
-        return 0.0
-    return sum(-(-len(lanes) * itemsize // 32) for lanes in requests.values()) / len(requests)
 
 
 def shared_passes_per_request(accesses: Sequence[Access], itemsize: int = 4, write: bool = False) -> float:

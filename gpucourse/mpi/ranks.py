@@ -48,11 +48,6 @@ class Placement:
     device_name: str
     device_count: int
 
-    @property
-    def shares_device(self) -> bool:
-        """True when this node runs more ranks than it has GPUs, so some ranks share a device."""
-        return self.local_size > self.device_count
-
     def as_dict(self) -> dict:
         """The placement as a plain dict (for JSON)."""
         return asdict(self)

@@ -99,13 +99,16 @@ class HostStaged(_Rank):
     def __init__(self, comm, shape, seed, tile, *, cuda_aware: bool | None, device_buffers: bool = False) -> None:
         super().__init__(comm, shape, seed, tile)
         self.cuda_aware, self.device_buffers = cuda_aware, device_buffers
-        if self.xp is np:
-            self.send_host, self.recv_host = (np.empty((self.h, self.w), np.float32) for _ in range(2))
-        else:
+        block = (self.h, self.w)
+        self.recv_device = self.xp.empty(block, np.float32)  # every received block lands here before its transpose
+        if device_buffers:  # MPI reads and writes device memory: one more device buffer to pack into
+            self.sendrecv = (self.xp.empty(block, np.float32), self.recv_device)
+        elif self.xp is np:
+            self.sendrecv = tuple(np.empty(block, np.float32) for _ in range(2))
+        else:  # staged through pinned host memory, which MPI reads and the copy engines reach
             import cupyx
 
-            self.send_host, self.recv_host = (cupyx.empty_pinned((self.h, self.w), np.float32) for _ in range(2))
-        self.send_device, self.recv_device = (self.xp.empty((self.h, self.w), np.float32) for _ in range(2))
+            self.sendrecv = tuple(cupyx.empty_pinned(block, np.float32) for _ in range(2))
         self.local = self.plan(self.slot_of_output(self.rank), self.block_of_input(self.rank))
         self.remote = {peer: self.plan(self.slot_of_output(peer), self.recv_device) for peer in range(self.size) if peer != self.rank}
         self.wait_for_device()  # the arrays were filled on the default stream
@@ -118,13 +121,13 @@ class HostStaged(_Rank):
         self.local()
         for stage in range(1, self.size):
             to, source = (self.rank - stage) % self.size, (self.rank + stage) % self.size
-            send, recv = (self.send_device, self.recv_device) if self.device_buffers else (self.send_host, self.recv_host)
+            send, recv = self.sendrecv  # the buffers MPI_Sendrecv gets: host pair, or device buffers with CUDA-aware MPI
             copy_2d(send, self.block_of_input(to))  # pack: device to host (or to a contiguous device buffer)
             self.wait_for_device()  # MPI reads the buffer now, outside any stream
             check_buffers(send, recv, cuda_aware=self.cuda_aware, call="MPI_Sendrecv")
             self.comm.Sendrecv(send, dest=to, sendtag=self.rank, recvbuf=recv, source=source, recvtag=source)
             if not self.device_buffers:
-                copy_2d(self.recv_device, self.recv_host)  # host to device, ahead of the transpose on the same stream
+                copy_2d(self.recv_device, recv)  # host to device, ahead of the transpose on the same stream
             self.remote[source]()
 
 
@@ -206,7 +209,7 @@ def main(argv=None) -> int:
     awareness = support.cuda_awareness()
     tile = tuple(args.tile) if args.tile else tuple(sizes.problem_size("ch4_tile"))
     result = {"program": "transpose", "method": args.method, "ranks": size, "shape": list(args.shape), "mode": mode.MODE,
-              "placements": placements, "mpi_library": MPI.Get_library_version().strip().splitlines()[0].split(",")[0].strip(),
+              "placements": placements, "mpi_library": awareness.library,
               "cuda_aware": str(awareness), "repeat": args.repeat}
     if rank == 0:
         for line in placements:
