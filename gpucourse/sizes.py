@@ -97,6 +97,7 @@ class Size:
     streamed: Callable[[Any], int] | None = None
     book: Any = None
     book_where: str = ""
+    note: str = ""  # why a fixed size differs from the book's
 
     @property
     def follows_device(self) -> bool:
@@ -206,7 +207,8 @@ SIZES: dict[str, Size] = {
                                book=16 * 2**20, book_where="§3.1.1, BandwidthTest (4*1024*1024 floats)"),
     "ch3_batching": Size(gpu=(16 * 2**20, 128), simulator=(64 * 2**10, 8), unit="(bytes in all, number of copies)"),
     "ch3_async": Size(gpu=(1 << 26, 4), simulator=(512, 4), unit="(float32 elements, streams)", held=lambda s: 4 * s[0],
-                      moved=lambda s: 8 * s[0], book=(4 * 1024 * 1024, 4), book_where="§3.1.3, async (n = 4M floats, 4 streams)"),
+                      moved=lambda s: 8 * s[0], book=(4 * 1024 * 1024, 4), book_where="§3.1.3, async (n = 4M floats, 4 streams)",
+                      note="the same on every GPU: 16 x the book's, so that each chunk's copies last milliseconds on a current host link"),
     "ch3_stream_counts": Size(gpu=(1, 2, 4, 8, 16), simulator=(1, 4), unit="streams offered by the slider"),
     # The sweeps keep a float32 and a float64 array of n + 32 elements (offsets) and of n times the
     # largest stride (strides): (4 + 8) * (n + 32 + largest stride * n) bytes. Here held counts the
@@ -370,7 +372,8 @@ SIZES: dict[str, Size] = {
     "ch6_nonuniform_alpha": Size(gpu=0.5, simulator=0.5, unit="stretching parameter alpha (the book does not give its own)"),
     # The book's mesh, so that the residuals can be compared digit by digit with the book's.
     "ch6_laplace": Size(gpu=(4096, 4096), simulator=(14, 22), unit="(ny, nx) mesh of the Laplace solve",
-                        held=lambda s: 40 * _area(s), moved=lambda s: 8 * _area(s), book=(4096, 4096), book_where="§6.2, Laplace (4096 x 4096)"),
+                        held=lambda s: 40 * _area(s), moved=lambda s: 8 * _area(s), book=(4096, 4096), book_where="§6.2, Laplace (4096 x 4096)",
+                        note="the book's mesh on every GPU, so that the residuals can be compared with the book's digit by digit"),
     "ch6_laplace_block": Size(gpu=(32, 16), simulator=(8, 8), unit="(x, y) threads per block of the Jacobi kernels"),
     "ch6_laplace_iterations": Size(gpu=(100, 10), simulator=(4, 2), unit="(sweeps, report every)"),
     "ch6_heat": Size(gpu=Rule(square_of_1024, preferred=8), simulator=(11, 13), unit="(ny, nx) mesh of the heat equation",
@@ -428,7 +431,8 @@ SIZES: dict[str, Size] = {
     "ch7_stream_counts": Size(gpu=(1, 2, 3, 4, 8), simulator=(1, 2), unit="streams of the multi-stream loop in the sweep"),
     "ch7_poisson": Size(gpu=4096, simulator=16, unit="points per side of the timed Poisson solve (float32)",
                         held=lambda n: 6 * 8 * n * n, moved=lambda n: 4 * 8 * n * n,
-                        book=1024, book_where="§7.4, Poisson (1024 x 1024, double precision)"),
+                        book=1024, book_where="§7.4, Poisson (1024 x 1024, double precision)",
+                        note="the same on every GPU: a float32 mesh large enough to time (the book's own problem is ch7_poisson_book)"),
     "ch7_poisson_book": Size(gpu=1024, simulator=32, unit="points per side of the book's problem (the book: 1024, float64)",
                              book=1024, book_where="§7.4, Poisson (1024 x 1024, double precision)"),
     "ch7_poisson_sizes": Size(gpu=(64, 128, 256, 512, 1024, 2048, 4096), simulator=(8, 16), unit="points per side: solve against FFTs"),
@@ -581,7 +585,7 @@ def reason(name: str, profile: DeviceProfile) -> str:
     """Why experiment `name` has its size on `profile`, in words: beyond L2, fits in memory, time budget, or the book's size."""
     entry, choice = _entry(name), choose(name, profile)
     if choice.why == "fixed":
-        return "the book's size" if entry.book is not None and choice.size == entry.book else "the same on every GPU"
+        return entry.note or ("the book's size" if entry.book is not None and choice.size == entry.book else "the same on every GPU")
     if choice.why == "as chosen for a large GPU":
         head = "beyond L2 (as on a large GPU)" if entry.streamed is not None else "as on a large GPU"
     elif choice.why in ("beyond L2", "fits in memory", "time budget"):

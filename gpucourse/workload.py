@@ -12,7 +12,7 @@ This is an ESTIMATE from bytes moved and bandwidth, no more. It leaves out compi
 Python time, kernels bound by arithmetic or latency rather than memory (the FMA chains, sgemm, the
 sines, the fused pi and option kernels, the pointer chase, the bank-conflict and constant-memory
 sweeps count only their bytes), chapter 4's measurements that need two GPUs, and the start of MPI
-processes. Real kernels reach 50-95 % of the peak, so real times are longer. The counts of calls
+processes. Real kernels reach only part of the peak, so real times are longer. The counts of calls
 are read off the notebooks by hand: they are as precise as that, and no more.
 """
 
@@ -72,7 +72,7 @@ class Notebook:
     holds: tuple[str, ...] = ()  # experiments whose arrays the notebook keeps at once (their Size.held)
     ceilings: bool = False  # measures the copy ceiling (gpucourse.bandwidth_ceilings)
     also_holds: Callable[[Mapping[str, Any]], float] | None = None  # bytes held beyond the experiments' own
-    explains: tuple[str, ...] = ()  # the experiments its `gpucourse.sizes.explain` cell names
+    explains: tuple[str, ...] = ()  # the experiments its `gpucourse.sizes.explain` cell names (notebooks that compare with the book)
 
     @property
     def chapter(self) -> int:
@@ -199,15 +199,15 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("05_monte_carlo/01_random_numbers.ipynb",  # nine generators, float32 then float64
              (_m("ch5_random_numbers", benchmarks=9, repeat=15, moved=lambda z: 4 * z["ch5_random_numbers"]),
               _m("ch5_random_numbers", benchmarks=9, repeat=15), _m("ch5_random_numbers", calls=2, moved=lambda z: 4 * z["ch5_random_numbers"])),
-             holds=("ch5_random_numbers",), ceilings=True, explains=("ch5_random_numbers",)),
+             holds=("ch5_random_numbers",), ceilings=True),
     Notebook("05_monte_carlo/02_pi.ipynb",
              (_m("ch5_pi", benchmarks=7, repeat=15, calls=6), _m("ch5_pi_book", calls=3, moved=lambda z: [16 * n for n in z["ch5_pi_book"]])),
-             holds=("ch5_pi", "ch5_pi_book"), ceilings=True, explains=("ch5_pi",)),
+             holds=("ch5_pi", "ch5_pi_book"), ceilings=True),
     Notebook("05_monte_carlo/03_ieee754.ipynb", (_m("ch5_fma", calls=6, moved=lambda z: 12 * z["ch5_fma"]),), holds=("ch5_fma",)),
     Notebook("05_monte_carlo/04_reductions.ipynb",  # every sum and the libraries', the loads-per-thread sweep
              (_m("ch5_reduce", benchmarks=10 + 5, repeat=15, calls=12), _m("ch5_atomic_contention", benchmarks=2, repeat=15),
               _m("ch5_reduce_small", benchmarks=2, repeat=15)),
-             holds=("ch5_reduce", "ch5_atomic_contention", "ch5_reduce_small"), ceilings=True, explains=("ch5_reduce",)),
+             holds=("ch5_reduce", "ch5_atomic_contention", "ch5_reduce_small"), ceilings=True),
     Notebook("05_monte_carlo/05_summation_accuracy.ipynb", (_m("ch5_gpu_sum_accuracy", calls=8, moved=lambda z: 4 * z["ch5_gpu_sum_accuracy"]),)),
     Notebook("05_monte_carlo/06_option_pricing.ipynb",  # the variants, then the book's program 4 x 2 times, 4 runs each
              (_m("ch5_options", benchmarks=6, repeat=15, moved=lambda z: 8 * z["ch5_options"]),
@@ -230,7 +230,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("06_finite_difference/05_heat_temporal_blocking.ipynb",  # the global step and 8 multi-step launches, then 2 methods x 3 ways x 3 runs
              (_m("ch6_heat", benchmarks=1 + 8), _m("ch6_heat_run", calls=2 * (3 * 3 + 1)),
               _m("ch6_heat_run", benchmarks=2, repeat=3, moved=lambda z: 8 * _area(z["ch6_heat_run"][0]))),
-             holds=("ch6_heat", "ch6_heat_run"), ceilings=True, explains=("ch6_heat", "ch6_heat_run")),
+             holds=("ch6_heat", "ch6_heat_run"), ceilings=True),
     # --- Chapter 7 ---
     Notebook("07_fft/01_cufft.ipynb",
              (_m("ch7_transforms", benchmarks=1, moved=lambda z: [2 * _area(shape) * (16 if dtype == "complex128" else 8)
@@ -238,11 +238,11 @@ NOTEBOOKS: tuple[Notebook, ...] = (
               _m("ch7_batched", benchmarks=2), _m("ch7_strided", benchmarks=2, traffic=2),
               _m("ch7_plan_shapes", benchmarks=1, repeat=5, moved=lambda z: [16 * _area(shape) for shape in z["ch7_plan_shapes"]]),
               _m("ch7_fast_sizes", benchmarks=1, moved=lambda z: [16 * 1024 * n for n in z["ch7_fast_sizes"]])),
-             holds=("ch7_transforms", "ch7_batched", "ch7_strided"), ceilings=True, explains=("ch7_transforms", "ch7_batched", "ch7_strided")),
+             holds=("ch7_transforms", "ch7_batched", "ch7_strided"), ceilings=True, explains=("ch7_batched", "ch7_strided")),
     Notebook("07_fft/02_spectral_derivatives.ipynb", (_m("ch7_spectral_grid", benchmarks=2 + 4),), holds=("ch7_spectral_grid",), ceilings=True),
     Notebook("07_fft/03_convolution.ipynb",  # each plane goes to the GPU and back
              (_m("ch7_convolution", benchmarks=3 + 2, calls=6), _m("ch7_convolution", benchmarks=5, repeat=5, link=True)),
-             holds=("ch7_convolution",), explains=("ch7_convolution",)),
+             holds=("ch7_convolution",)),
     Notebook("07_fft/04_poisson.ipynb",
              (_m("ch7_poisson", benchmarks=4 + 3 + 2),
               _m("ch7_poisson_sizes", benchmarks=3, repeat=10, moved=lambda z: [32 * n * n for n in z["ch7_poisson_sizes"]]),
