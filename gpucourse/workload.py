@@ -238,7 +238,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
               _m("ch7_batched", benchmarks=2), _m("ch7_strided", benchmarks=2, traffic=2),
               _m("ch7_plan_shapes", benchmarks=1, repeat=5, moved=lambda z: [16 * _area(shape) for shape in z["ch7_plan_shapes"]]),
               _m("ch7_fast_sizes", benchmarks=1, moved=lambda z: [16 * 1024 * n for n in z["ch7_fast_sizes"]])),
-             holds=("ch7_transforms", "ch7_batched", "ch7_strided"), ceilings=True, explains=("ch7_batched", "ch7_strided")),
+             holds=("ch7_transforms", "ch7_batched", "ch7_strided"), ceilings=True, explains=("ch7_batched",)),
     Notebook("07_fft/02_spectral_derivatives.ipynb", (_m("ch7_spectral_grid", benchmarks=2 + 4),), holds=("ch7_spectral_grid",), ceilings=True),
     Notebook("07_fft/03_convolution.ipynb",  # each plane goes to the GPU and back
              (_m("ch7_convolution", benchmarks=3 + 2, calls=6), _m("ch7_convolution", benchmarks=5, repeat=5, link=True)),
