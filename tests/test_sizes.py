@@ -380,6 +380,22 @@ def test_an_emulated_card_in_a_fresh_process():
     assert refused.returncode != 0 and "Write a number and a unit, e.g. GPUCOURSE_DEVICE_MEMORY=8GiB" in refused.stderr
 
 
+def test_an_emulated_card_on_a_gpu_refuses_what_would_not_fit_it():
+    if mode.is_simulator():  # no GPU memory here: the variable changes only what is reported (the test above)
+        assert gpucourse.current_device().simulated and emulation.BALLAST == []
+        return
+    code = ("import gpucourse, cupy; from gpucourse import emulation; free, total = cupy.cuda.runtime.memGetInfo(); "
+            "print(free, total, emulation.BALLAST[0].held_bytes); "
+            "ok = True\ntry:\n    cupy.empty(9 * 2**30, dtype=cupy.uint8)\nexcept cupy.cuda.memory.OutOfMemoryError:\n    ok = False\nprint(ok)")
+    done = run_python(code, GPUCOURSE_DEVICE_MEMORY="8GiB")
+    assert done.returncode == 0, done.stderr
+    numbers, allocated = done.stdout.split("\n")[:2]
+    free, total, held = (int(v) for v in numbers.split())
+    assert held in (total - 8 * GiB, 0)  # the ballast, or none where this test session itself left less than that free
+    assert free < 8 * GiB  # what is left: no more than an 8 GiB card has
+    assert allocated == "False"  # 9 GiB do not fit an 8 GiB card, so they do not fit here either
+
+
 def test_readme_and_module_document_the_variable():
     assert "GPUCOURSE_DEVICE_MEMORY=8GiB" in emulation.__doc__ and "GPUCOURSE_DEVICE_MEMORY" in sizes.__doc__
     assert "GPUCOURSE_DEVICE_MEMORY=8GiB" in Path(ROOT / "README.md").read_text()
