@@ -17,8 +17,8 @@ the experiment's constraints on any GPU:
 * its structure: the scale steps of the rule keep what the code needs (a power of two, a multiple
   of every tile, "+ 37" so that it is not a multiple of a block, the book's size as a floor).
 
-The size is the first one's if it keeps them all, else it is raised (beyond L2) or lowered (memory,
-time) to the nearest size that does; a profile on which no size keeps them all is refused
+The size is the one chosen for that Hopper if it keeps them all, else it is raised (beyond L2) or
+lowered (memory, time) to the nearest size that does; a profile on which no size keeps them all is refused
 (`SizeConflict`). `explain(name, ...)` says, for the GPU at hand, why each size differs from the
 book's. Notebooks and tests ask `problem_size(name)` and never branch on the mode or the device.
 
@@ -82,7 +82,7 @@ class Derived:
 
 @dataclass(frozen=True)
 class Size:
-    """The size of one experiment on a GPU (fixed or a Rule) and in the simulator, what it counts, and what it costs.
+    """The size of one experiment on a GPU (fixed, a Rule or Derived) and in the simulator, what it counts, and what it costs.
 
     `held(size)`: device bytes the experiment keeps while it runs; `moved(size)`: bytes one timed
     call reads plus writes; `streamed(size)`: bytes of the smallest array a timed kernel streams
