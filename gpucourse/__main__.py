@@ -1,4 +1,4 @@
-"""Command line: `python -m gpucourse info | bench | report | exercises [--check]`."""
+"""Command line: `python -m gpucourse info | bench | report | exercises [--check] | sizes [--table | --notebooks] [--profile NAME]`."""
 
 from __future__ import annotations
 
@@ -69,6 +69,29 @@ def command_exercises(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_sizes(args: argparse.Namespace) -> int:
+    """Print the device-dependent problem sizes and why, the per-notebook estimate, or the README's table of GPU classes."""
+    from gpucourse import sizes, workload
+    from gpucourse.profiles import PROFILES, current_profile
+
+    if args.table:
+        print(workload.markdown_table())
+        return 0
+    if args.profile is not None and args.profile not in PROFILES:
+        print(f"no profile {args.profile!r}; profiles: {', '.join(PROFILES)}")
+        return 2
+    profile = PROFILES[args.profile] if args.profile else current_profile()
+    if args.notebooks:
+        if profile is None:
+            print("Simulator mode: no GPU to estimate for. Name one with --profile, e.g. --profile T4.")
+            return 2
+        print(f"{profile.summary()}: an ESTIMATE from bytes moved and peak bandwidth (gpucourse.workload)")
+        print(workload.notebook_table(profile))
+        return 0
+    print(sizes.explain(*(name for name, entry in sizes.SIZES.items() if entry.follows_device), profile=profile))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
@@ -90,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--solutions", default=str(_root() / "solutions"))
     ex.add_argument("--exercises", default=str(_root() / "exercises"))
     ex.set_defaults(run=command_exercises)
+    size_parser = sub.add_parser("sizes", help="the problem sizes that follow the device, and why; estimates of GPU time")
+    size_parser.add_argument("--profile", help="a GPU class of gpucourse.profiles.PROFILES instead of this device (e.g. T4, 'RTX 4060')")
+    size_parser.add_argument("--notebooks", action="store_true", help="each chapter notebook's estimated GPU time and memory")
+    size_parser.add_argument("--table", action="store_true", help="the README's table: estimated GPU time of each chapter per GPU class")
+    size_parser.set_defaults(run=command_sizes)
     return parser
 
 

@@ -8,7 +8,7 @@ import platform
 
 import numpy as np
 
-from . import environment, mode
+from . import emulation, environment, mode
 from .device import current_device
 from .environment import Finding
 
@@ -54,6 +54,9 @@ def versions() -> dict[str, str]:
 def diagnose() -> list[Finding]:
     """Every finding about this environment: mode, packages, driver, toolkit and a first kernel."""
     findings = list(mode.FINDINGS)
+    emulated = emulation.describe(mode.EMULATED_MEMORY, mode.is_simulator(), emulation.BALLAST)
+    if emulated:
+        findings.append(Finding("info", emulated))
     if mode.on_gpu():
         if not environment.cupy_installed():
             findings.append(Finding("error", "CuPy is not installed: timing, the copy ceiling and the CuPy cells will fail.",
@@ -73,10 +76,11 @@ class Banner:
 
     def headline(self) -> str:
         """The mode in one sentence."""
+        card = f" It emulates a card of {emulation.gib(mode.EMULATED_MEMORY)} ({emulation.ENV_VAR})." if mode.EMULATED_MEMORY else ""
         if self.mode == "simulator":
             return ("SIMULATOR MODE: kernels run in Numba's CUDA simulator on the CPU, with tiny problem sizes. "
-                    "Results are checked as on a GPU, but timings measure the simulator, not a GPU.")
-        return f"GPU MODE: kernels run on {self.device.name}."
+                    "Results are checked as on a GPU, but timings measure the simulator, not a GPU." + card)
+        return f"GPU MODE: kernels run on {self.device.name}." + card
 
     def __str__(self) -> str:
         lines = ["=" * 78, self.headline(), f"Device: {self.device.summary()}"]

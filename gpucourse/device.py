@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -59,6 +60,7 @@ class DeviceInfo:
     compute_mode: int | None = None
     pci_bus_id: str | None = None
     driver_cuda_version: int | None = None
+    emulated_from_bytes: int | None = None  # the real memory, when GPUCOURSE_DEVICE_MEMORY makes total_memory_bytes an emulated card's
 
     @property
     def theoretical_bandwidth_gbs(self) -> float | None:
@@ -80,10 +82,12 @@ class DeviceInfo:
     def summary(self) -> str:
         """One line: name, compute capability, SMs, memory and peak bandwidth."""
         if self.simulated:
-            return f"{self.name} (no GPU: limits of a CUDA GPU are enforced, speed is not modelled)"
+            memory = f", {self.total_memory_gib:.1f} GiB of memory reported (emulated)" if self.total_memory_bytes else ""
+            return f"{self.name} (no GPU: limits of a CUDA GPU are enforced, speed is not modelled{memory})"
         parts = [self.name, f"compute capability {self.cc}", f"{self.multiprocessors} SMs"]
         if self.total_memory_gib is not None:
-            parts.append(f"{self.total_memory_gib:.1f} GiB")
+            parts.append(f"{self.total_memory_gib:.1f} GiB" + (f" (emulated: the card has {self.emulated_from_bytes / 2**30:.1f} GiB)"
+                                                               if self.emulated_from_bytes else ""))
         if self.theoretical_bandwidth_gbs is not None:
             parts.append(f"theoretical peak {self.theoretical_bandwidth_gbs:.0f} GB/s")
         return ", ".join(parts)
@@ -132,8 +136,19 @@ def _from_probe(info: dict, driver_version: int | None) -> DeviceInfo:
     )
 
 
+def with_emulated_memory(info: DeviceInfo, emulated_bytes: int | None) -> DeviceInfo:
+    """`info` reporting `emulated_bytes` of memory (GPUCOURSE_DEVICE_MEMORY), the real size kept; unchanged for None."""
+    if not emulated_bytes:
+        return info
+    return dataclasses.replace(info, total_memory_bytes=emulated_bytes, emulated_from_bytes=info.total_memory_bytes)
+
+
 def simulated_device() -> DeviceInfo:
-    """The stand-in description used in simulator mode."""
+    """The stand-in description used in simulator mode (with the emulated memory, if GPUCOURSE_DEVICE_MEMORY gives one)."""
+    return with_emulated_memory(_simulated_device(), mode.EMULATED_MEMORY)
+
+
+def _simulated_device() -> DeviceInfo:
     limits = SIMULATED_LIMITS
     return DeviceInfo(
         name="Numba CUDA simulator",
@@ -151,14 +166,14 @@ def all_devices() -> tuple[DeviceInfo, ...]:
     """Every GPU the driver reports (empty in simulator mode)."""
     if mode.is_simulator():
         return ()
-    return tuple(_from_probe(d, mode.PROBE.driver_version) for d in mode.PROBE.devices)
+    return tuple(with_emulated_memory(_from_probe(d, mode.PROBE.driver_version), mode.EMULATED_MEMORY) for d in mode.PROBE.devices)
 
 
 @functools.cache
 def _device_by_ordinal(ordinal: int) -> DeviceInfo:
     for info in mode.PROBE.devices:
         if info["ordinal"] == ordinal:
-            return _from_probe(info, mode.PROBE.driver_version)
+            return with_emulated_memory(_from_probe(info, mode.PROBE.driver_version), mode.EMULATED_MEMORY)
     raise IndexError(f"no GPU with ordinal {ordinal}: the driver reports {len(mode.PROBE.devices)} device(s)")
 
 

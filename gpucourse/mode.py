@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import environment
+from . import emulation, environment
 from .errors import EnvironmentProblem
 
 _requested, _simulator_env = environment.requested_mode()
@@ -41,6 +41,10 @@ if (environment.numba_cuda_state() == "simulator") != (MODE == "simulator"):  # 
     )
 
 FINDINGS: tuple[environment.Finding, ...] = tuple(_findings)
+
+#: GPUCOURSE_DEVICE_MEMORY in bytes (None: the whole GPU). On a GPU the memory beyond it is held back now.
+EMULATED_MEMORY: int | None = emulation.requested_bytes()
+emulation.start(EMULATED_MEMORY, MODE == "gpu")
 
 
 def is_simulator() -> bool:

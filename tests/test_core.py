@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse import book, mode, sizes, validate
+from gpucourse import book, mode, profiles, sizes, validate
 from gpucourse.device import DeviceInfo, theoretical_bandwidth_gbs
 from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
 from gpucourse.report import Table, tesla_table
@@ -121,7 +121,7 @@ def test_arrays_round_trip_and_poison():
 def test_every_size_has_both_modes():
     for name, entry in sizes.SIZES.items():
         assert entry.gpu is not None and entry.simulator is not None and entry.unit, name
-        assert sizes.problem_size(name) == (entry.gpu if mode.on_gpu() else entry.simulator)
+        assert sizes.problem_size(name) == (sizes.choose(name, profiles.current_profile()).size if mode.on_gpu() else entry.simulator)
     assert sizes.problem_size("increment", for_mode="gpu") > sizes.problem_size("increment", for_mode="simulator")
     with pytest.raises(KeyError, match="known sizes"):
         sizes.problem_size("no such experiment")
