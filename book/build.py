@@ -246,7 +246,7 @@ def stage(executed: Path, stage_dir: Path, root: Path = ROOT) -> dict:
     shutil.rmtree(stage_dir, ignore_errors=True)
     stage_dir.mkdir(parents=True)
     book = chapters(root)
-    toc: list[dict] = [{"file": "index.md"}]
+    toc: list[dict] = [{"file": "index.md"}, {"title": "Course", "children": [{"file": f"docs/{n}.md"} for n in ("course_map", "glossary")]}]
     for chapter, notebooks in book:
         children = []
         for source in notebooks:

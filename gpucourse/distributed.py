@@ -11,8 +11,11 @@ output, so part r of the output needs one `h x w` block from every input part:
 The work goes in P stages. In stage 0 every part transposes its own diagonal block (no copy).
 In stage k, part r receives the block of part (r + k) mod P into a receive buffer with one 2D
 copy, then transposes it; every part sends one block and receives one in every stage, so no part
-idles and each GPU's copy engines move its outgoing and incoming block at the same time. With one
-stream per part and stage, the copies of stage k overlap the transposes of earlier stages.
+idles. With one stream per part and stage (`run(overlap=True)`), the P copies of a stage run at
+once, each GPU's copy engines moving its outgoing and incoming block together, and the transposes
+of earlier stages run under them. With the host waiting for each copy (`run(overlap=False)`, the
+book's blocking `cudaMemcpy2D`) the copies of a stage run one after another: a stage takes P copy
+times instead of one. `StageModel` puts numbers on both.
 
 The transposes are chapter 3's kernel (`gpucourse.kernels.transpose`), launched on strided views:
 a view carries its row pitch, which the book passes to its kernel as a leading dimension. Devices
@@ -180,7 +183,7 @@ def kernel_view(array):
 
 
 @dataclass
-class _Step:
+class Step:
     """One block of the transpose: an optional copy to the receiver, then the transpose into the output slice."""
 
     sender: int
@@ -222,7 +225,7 @@ class DistributedTranspose:
         stages = max(1, len(self.schedule))
         self.streams = [[new_stream(device) for _ in range(stages)] for device in inp.devices]
         # overlap=True: one stream per (receiver, stage); overlap=False: one stream per receiver, copies waited for.
-        self._steps = {overlap: self._make_steps(overlap, h, w) for overlap in (True, False)}
+        self._steps = {overlap: self.plan_steps(overlap, h, w) for overlap in (True, False)}
         # The streams do not wait for the legacy default stream, where the arrays were filled: wait here, once.
         self.synchronize()
 
@@ -246,7 +249,8 @@ class DistributedTranspose:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def _make_steps(self, overlap: bool, h: int, w: int) -> list[list[_Step]]:
+    def plan_steps(self, overlap: bool, h: int, w: int) -> list[list[Step]]:
+        """Every stage's steps, made once: the views to copy and transpose, the stream, and a bound transpose plan."""
         steps = []
         for number, stage in enumerate(self.schedule):
             made = []
@@ -258,7 +262,7 @@ class DistributedTranspose:
                 if sender != receiver:
                     landing = self.recv[receiver][:, sender * w:(sender + 1) * w]
                     copy, block = (landing, block), landing
-                made.append(_Step(sender, receiver, copy, self._transposer(target, block, receiver, stream), stream))
+                made.append(Step(sender, receiver, copy, self._transposer(target, block, receiver, stream), stream))
             steps.append(made)
         return steps
 
@@ -291,9 +295,14 @@ class DistributedTranspose:
     def run(self, overlap: bool = True) -> None:
         """Queue the whole transpose: stage by stage, each block copied to its receiver (if needed) and transposed there.
 
-        overlap=True (the book's asynchronous version): every (receiver, stage) has its own stream, so
-        copies and transposes of different stages run at the same time. overlap=False: one stream per
-        receiver and the host waits for each copy, so nothing overlaps a copy.
+        overlap=True (the book's asynchronous version): every (receiver, stage) has its own stream and
+        the host waits for nothing, so the P copies of a stage run at the same time (each GPU sends one
+        block and receives one, on separate copy engines and both directions of its link), and the
+        transposes run under the copies of later stages. overlap=False (the book's blocking
+        `cudaMemcpy2D`): one stream per receiver, and the host waits for each receiver's copy before
+        it issues the next, so the copies of a stage run one after another; only the transposes,
+        launched without a wait, overlap the next copy. Where a copy takes longer than a transpose, a
+        stage then takes about P copies instead of one (`StageModel`).
         """
         for stage in self._steps[overlap]:
             for step in stage:
@@ -341,6 +350,38 @@ class DistributedTranspose:
 
 # ---------------------------------------------------------------------------------------------
 # Measurements (the notebook and tools/gpu_ch4.py call these)
+
+
+@dataclass(frozen=True)
+class StageModel:
+    """What the book's stage schedule should take on P GPUs, from the time of one block's transpose and of its copy (ms).
+
+    A block is `h x w`, 1/P^2 of the matrix. The model assumes a copy between GPUs takes at least
+    as long as a transpose (as it does over any link slower than memory), and that a GPU's incoming
+    copies share its link, so they take one copy time each.
+    """
+
+    parts: int
+    transpose_ms: float  #: one block transposed on one GPU
+    copy_ms: float  #: one block copied from one GPU to another
+
+    @classmethod
+    def from_rates(cls, nbytes: float, parts: int, transpose_gbs: float, copy_gbs: float) -> StageModel:
+        """The model for `nbytes` split over `parts` GPUs: blocks transposed at `transpose_gbs` (effective GB/s) and copied at `copy_gbs` (GB/s)."""
+        if parts < 2:
+            raise ValueError(f"the model is for two or more GPUs; got parts={parts}")
+        block = nbytes / parts**2
+        return cls(parts, 2 * block / (transpose_gbs * 1e9) * 1e3, block / (copy_gbs * 1e9) * 1e3)
+
+    @property
+    def overlapped_ms(self) -> float:
+        """run(overlap=True), in ms: the P - 1 copies each GPU receives, then its last transpose (or its P transposes, if longer)."""
+        return max((self.parts - 1) * self.copy_ms + self.transpose_ms, self.parts * self.transpose_ms)
+
+    @property
+    def blocking_ms(self) -> float:
+        """run(overlap=False), in ms: the diagonal transposes, P - 1 stages of P copies one after another, the last transpose."""
+        return 2 * self.transpose_ms + (self.parts - 1) * self.parts * self.copy_ms
 
 
 @dataclass(frozen=True)

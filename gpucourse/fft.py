@@ -13,7 +13,10 @@ Conventions (those of cuFFT and of the book, §7.1):
 * a real-to-complex (R2C) transform of n real values along the last axis keeps n // 2 + 1 complex
   values (the others are their complex conjugates); complex-to-real (C2R) goes back;
 * cuFFT may overwrite the input of a C2R transform. In the simulator the input is filled with NaN
-  after a C2R transform, so that code that reads it again fails there too, not only on a GPU.
+  after a C2R transform, so that code that reads it again fails there too, not only on a GPU;
+* a real transform can run in place (book §7.1) when the real array's last axis is padded to
+  2 (n // 2 + 1) values, room for the n // 2 + 1 complex ones: `padded_real(shape)` makes such a
+  buffer and hands back its two views, the real (n values per row, strided) and the complex.
 
 In the simulator there is no cuFFT: `FFTLaunch` calls `numpy.fft` (which computes float32 data in
 float32 since NumPy 2) and writes into the same output array. Everything else is the same code.
@@ -121,6 +124,7 @@ class TransformSpec:
     out_dtype: np.dtype
     kind: str
     axes: tuple[int, ...]
+    padded: bool = False  #: an in-place R2C or C2R: the real side's last axis holds 2 (n // 2 + 1) values
 
     @property
     def layout(self) -> str:
@@ -158,7 +162,8 @@ class TransformSpec:
     def describe(self) -> str:
         """'R2C 4096 x 4096 float32 -> complex64 (batch 1)' and the like."""
         lengths = " x ".join(str(n) for n in self.real_shape)
-        return f"{self.kind} {lengths} {self.in_dtype.name} -> {self.out_dtype.name} (batch {self.batch}, {self.layout} axes)"
+        where = ", in place (padded)" if self.padded else ""
+        return f"{self.kind} {lengths} {self.in_dtype.name} -> {self.out_dtype.name} (batch {self.batch}, {self.layout} axes{where})"
 
 
 def spec_for(x, out, kind: str = "C2C", axes: Sequence[int] | int | None = None) -> TransformSpec:
@@ -170,7 +175,10 @@ def spec_for(x, out, kind: str = "C2C", axes: Sequence[int] | int | None = None)
         if isinstance(array, np.ndarray) and not mode.is_simulator():
             raise ArrayArgumentError(f"{name} is a NumPy array in host memory; cuFFT reads device memory. "
                                      f"Copy it first: {name}_d = cupy.asarray({name}).")
-        if not _c_contiguous(array):
+    padded = kind != "C2C" and _same_memory(x, out)
+    real_side = x if kind == "R2C" else out
+    for name, array in (("x", x), ("out", out)):
+        if not _c_contiguous(array) and not (padded and array is real_side):
             raise ArrayArgumentError(f"{name} must be C-contiguous (a strided view is not a cuFFT layout); "
                                      "pass xp.ascontiguousarray(...) or choose the axes to transform instead")
     in_shape, out_shape = tuple(int(s) for s in x.shape), tuple(int(s) for s in out.shape)
@@ -193,10 +201,33 @@ def spec_for(x, out, kind: str = "C2C", axes: Sequence[int] | int | None = None)
     if np.dtype(out.dtype) != want_dtype:
         raise ArrayArgumentError(f"the {kind} transform of {np.dtype(x.dtype).name} data is {want_dtype.name}; out is "
                                  f"{np.dtype(out.dtype).name}. Allocate it with dtype={want_dtype.name}.")
-    if kind != "C2C" and _same_memory(x, out):
-        raise ArrayArgumentError(f"an {kind} transform needs separate input and output arrays here (cuFFT's in-place real "
-                                 "transforms need a padded layout this course does not use)")
-    return TransformSpec(in_shape, out_shape, np.dtype(x.dtype), want_dtype, kind, axes)
+    if padded:
+        _check_padded(real_side, out if kind == "R2C" else x, kind)
+    return TransformSpec(in_shape, out_shape, np.dtype(x.dtype), want_dtype, kind, axes, padded)
+
+
+def _check_padded(real, spectrum, kind: str) -> None:
+    """An in-place real transform: `real` must be the first n values of each padded row of the buffer `spectrum` is."""
+    itemsize = np.dtype(real.dtype).itemsize
+    if not _c_contiguous(spectrum) or tuple(real.strides[:-1]) != tuple(spectrum.strides[:-1]) or real.strides[-1] != itemsize:
+        raise ArrayArgumentError(
+            f"an in-place {kind} transform needs the real array's last axis padded to 2 (n // 2 + 1) values, so that the "
+            f"n // 2 + 1 complex values fit in the same rows; the real array here has strides {tuple(real.strides)} and the "
+            f"complex one {tuple(spectrum.strides)}. Make both views with fft.padded_real(shape), or use two arrays.")
+
+
+def padded_real(shape: Sequence[int], dtype=np.float32) -> tuple:
+    """One buffer for an in-place R2C or C2R transform of a real array of `shape`: (real view of `shape`, complex half-spectrum view).
+
+    The buffer is the complex half spectrum (last axis n // 2 + 1); the real view is its first n
+    values of every row of 2 (n // 2 + 1) reals (book §7.1: a real array of n + 2 for n even).
+    """
+    from .arrays import array_module
+
+    shape = tuple(int(s) for s in shape)
+    spectrum = array_module().zeros(half_spectrum_shape(shape), complex_dtype(dtype))
+    real = spectrum.view(real_dtype(dtype))[..., : shape[-1]]
+    return real, spectrum
 
 
 def simulated_array(array):
@@ -240,6 +271,9 @@ def plan_parameters(spec: TransformSpec) -> dict:
     types = {("C2C", 8): "C2C", ("C2C", 16): "Z2Z", ("R2C", 4): "R2C", ("R2C", 8): "D2Z", ("C2R", 8): "C2R", ("C2R", 16): "Z2D"}
     in_dims = tuple(spec.in_shape[a] for a in spec.axes)
     out_dims = tuple(spec.out_shape[a] for a in spec.axes)
+    if spec.padded:  # the real side's rows are 2 (n // 2 + 1) values long, of which the transform reads or writes n
+        padded = 2 * (spec.real_shape[-1] // 2 + 1)
+        in_dims, out_dims = (in_dims[:-1] + (padded,), out_dims) if spec.kind == "R2C" else (in_dims, out_dims[:-1] + (padded,))
     batch = spec.batch
     if spec.layout == "leading":
         istride = ostride = batch
@@ -263,7 +297,7 @@ def _make_cufft_plan(spec: TransformSpec):
 
     p = plan_parameters(spec)
     fft_type = getattr(cufft, f"CUFFT_{p['fft_type']}")
-    if len(spec.axes) == 1 and spec.layout == "trailing":  # cufftPlan1d: contiguous transforms, one after another
+    if len(spec.axes) == 1 and spec.layout == "trailing" and not spec.padded:  # cufftPlan1d: contiguous transforms, one after another
         return cufft.Plan1d(p["lengths"][0], fft_type, p["batch"])
     last_size = spec.out_shape[-1] if spec.kind != "C2C" else None
     return cufft.PlanNd(p["lengths"], p["inembed"], p["istride"], p["idist"], p["onembed"], p["ostride"], p["odist"],
@@ -338,7 +372,8 @@ class FFTLaunch(LibraryLaunch):
             out[...] = np.fft.rfftn(x, axes=spec.axes)
         elif spec.kind == "C2R":
             out[...] = np.fft.irfftn(x, s=spec.real_shape, axes=spec.axes, norm="forward")  # unnormalized, as cuFFT
-            x[...] = np.nan  # cuFFT may overwrite a C2R input: make reuse fail here too
+            if not spec.padded:  # (in place, the input's memory now holds the output)
+                x[...] = np.nan  # cuFFT may overwrite a C2R input: make reuse fail here too
         elif self.direction == FORWARD:
             out[...] = np.fft.fftn(x, axes=spec.axes)
         else:

@@ -9,7 +9,8 @@ Two GPUs may be able to read and write each other's memory directly (*peer acces
 a PCIe switch, without the host). `peer_matrix()` asks the driver which pairs can;
 `peer_access(a, b, enabled)` switches it on or off for the length of a block. A copy between two
 devices works either way (`copy_peer`, `copy_2d`): without peer access the driver stages it through
-host memory.
+host memory. A kernel can also read another GPU's memory directly, with no copy at all
+(`add_from_peer`): that needs peer access, and there is no staged fallback.
 
 In the simulator there is one stand-in device (ordinal 0), no peer access, and copies are NumPy copies.
 """
@@ -17,17 +18,20 @@ In the simulator there is one stand-in device (ordinal 0), no peer access, and c
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import cuda
 
 from . import mode, timing
 from .arrays import require_cupy
 from .device import DeviceInfo, all_devices, simulated_device
 from .errors import ArrayArgumentError, DeviceOrdinalError, PeerAccessError
 from .report import Table
+from .validate import blocks_to_cover, check_device_array, check_threads_per_block
 
 #: CUDA runtime error codes that mean "already in the state asked for".
 _PEER_ALREADY_ENABLED = 704  # cudaErrorPeerAccessAlreadyEnabled
@@ -205,6 +209,51 @@ def restore_peer_access(a: int, b: int, before: tuple[bool, bool]) -> None:
     """Put peer access between GPUs a and b back as `before` (what set_peer_access returned) says it was, each way."""
     for (device, peer), was in zip(((a, b), (b, a)), before):
         _set_one_way(device, peer, was)  # a no-op where it is already so
+
+
+# ---------------------------------------------------------------------------------------------
+# Direct access: a kernel on one GPU that reads another GPU's memory
+
+
+@functools.cache
+def peer_sum_kernel():
+    """The kernel (out, local, remote): out[i] = local[i] + remote[i], whichever GPU each array lives on."""
+    @cuda.jit
+    def add_from_peer(out, local, remote):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = local[i] + remote[i]  # remote[i]: a load that crosses NVLink or PCIe when remote is on a peer
+
+    return add_from_peer
+
+
+def add_from_peer(out, local, remote, threads_per_block: int = 256) -> None:
+    """out <- local + remote by one kernel on out's GPU that reads `remote` where it lives, on another GPU (peer access).
+
+    The kernel is an ordinary one: with unified addressing a pointer says which GPU holds the data,
+    and with peer access on, a load from it travels over the link. Access from out's GPU to
+    remote's is switched on for the call if it was off, and put back after the kernel has finished.
+    """
+    for name, array in (("out", out), ("local", local), ("remote", remote)):
+        check_device_array(array, name, dtype=np.dtype(out.dtype), ndim=1, shape=tuple(out.shape))
+    device, peer = device_of(out), device_of(remote)
+    if mode.is_simulator() or device == peer:
+        raise PeerAccessError(f"add_from_peer reads `remote` on another GPU than `out`; both are on GPU {device}. Direct access "
+                              "needs two GPUs (the simulator has one); on one GPU, add the arrays with an ordinary kernel.")
+    if device_of(local) != device:
+        raise ArrayArgumentError(f"`local` must live on out's GPU {device}; it is on GPU {device_of(local)}.")
+    if not can_access_peer(device, peer):
+        raise PeerAccessError(f"GPU {device} cannot access GPU {peer}'s memory (cudaDeviceCanAccessPeer says no), and a kernel "
+                              f"has no staged path: copy `remote` to GPU {device} first (copy_to_device).")
+    (tpb,) = check_threads_per_block(threads_per_block)
+    was_on = _set_one_way(device, peer, True)
+    try:
+        with on_device(device):
+            peer_sum_kernel()[blocks_to_cover(out.shape[0], tpb), tpb](out, local, remote)
+        synchronize_all([device])  # before access may be switched off again
+    finally:
+        if not was_on:
+            _set_one_way(device, peer, False)
 
 
 # ---------------------------------------------------------------------------------------------

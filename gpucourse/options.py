@@ -95,21 +95,42 @@ class OptionEstimate:
         return abs(self.call - call) / self.call_se, abs(self.put - put) / self.put_se
 
 
-def estimate_from_sums(sums, paths: int) -> OptionEstimate:
-    """The estimate from [sum of call payoffs, sum of their squares, sum of put payoffs, sum of their squares] (discounted)."""
+def median_payoffs(option: EuropeanOption) -> tuple[float, float]:
+    """The discounted (call, put) payoffs of the median path (Z = 0): the shifts the pricing kernels subtract before they sum.
+
+    Any shift gives the same estimate; one near the mean keeps the sums small. These are rounded to
+    float32, so that a float32 kernel subtracts exactly the value the estimate adds back.
+    """
+    final = option.S * math.exp(option.drift)
+    call, put = option.discount * max(final - option.E, 0.0), option.discount * max(option.E - final, 0.0)
+    return float(np.float32(call)), float(np.float32(put))
+
+
+def shifted_mean_and_se(total: float, squares: float, count: int, shift: float) -> tuple[float, float]:
+    """Mean and standard error of the mean of `count` values x from the sums of x - shift and of (x - shift)^2.
+
+    Summing deviations from a shift K near the mean keeps both sums of the size of the spread, so
+    the subtraction that gives the variance, sum (x-K)^2 - (sum (x-K))^2 / count, loses no digits to
+    the mean: the one-pass formula sum x^2 - mean * sum x (K = 0) cancels catastrophically when the
+    mean is large beside the standard deviation. Any K gives the same result in exact arithmetic.
+    """
+    if count < 2:
+        raise ValueError(f"a standard error needs at least 2 values; got {count}")
+    deviation = total / count
+    variance = max(squares - total * deviation, 0.0) / (count - 1)
+    return shift + deviation, math.sqrt(variance / count)
+
+
+def estimate_from_sums(sums, paths: int, option: EuropeanOption) -> OptionEstimate:
+    """The estimate from the kernels' float64 sums of (c - Kc), (c - Kc)^2, (p - Kp), (p - Kp)^2; K = `median_payoffs(option)`."""
     s = np.asarray(sums, dtype=np.float64)
     if s.shape != (4,):
-        raise ValueError(f"sums must hold 4 numbers (call, call^2, put, put^2); got shape {s.shape}")
+        raise ValueError(f"sums must hold 4 numbers (call, call^2, put, put^2, each shifted); got shape {s.shape}")
     if paths < 2:
         raise ValueError(f"a standard error needs at least 2 paths; got {paths}")
-
-    def mean_and_se(total: float, squares: float) -> tuple[float, float]:
-        mean = total / paths
-        variance = max(squares - total * mean, 0.0) / (paths - 1)
-        return mean, math.sqrt(variance / paths)
-
-    call, call_se = mean_and_se(s[0], s[1])
-    put, put_se = mean_and_se(s[2], s[3])
+    call_shift, put_shift = median_payoffs(option)
+    call, call_se = shifted_mean_and_se(s[0], s[1], paths, call_shift)
+    put, put_se = shifted_mean_and_se(s[2], s[3], paths, put_shift)
     return OptionEstimate(int(paths), call, put, call_se, put_se)
 
 

@@ -57,7 +57,8 @@ def pairwise_sum(x: np.ndarray):
 
 
 @numba.njit(cache=False)
-def _kahan(x, acc):
+def kahan_loop(x, acc):
+    """Kahan's loop over x, in the accumulator type `acc` (numba.float32 or numba.float64); `kahan_sum` calls it."""
     total = acc(0)
     compensation = acc(0)
     for value in x:
@@ -92,7 +93,7 @@ def _accumulator(x: np.ndarray, dtype) -> tuple[np.ndarray, object]:
 def kahan_sum(x: np.ndarray, dtype=None):
     """Kahan's compensated sum, in `dtype` (default: x's dtype)."""
     x, acc = _accumulator(x, dtype)
-    return np.dtype(dtype or x.dtype).type(_kahan(x, acc))
+    return np.dtype(dtype or x.dtype).type(kahan_loop(x, acc))
 
 
 def neumaier_sum(x: np.ndarray, dtype=None):

@@ -122,3 +122,47 @@ def test_closing_a_transpose_puts_peer_access_back(monkeypatch):
     transpose.close()
     transpose.close()  # a second close has nothing left to undo
     assert calls == [(0, 1, False), (1, 0, True)]
+
+
+def test_blocking_copies_take_turns_and_overlapped_ones_do_not(monkeypatch):
+    """The premise of StageModel: overlap=False waits for each receiver's copy before the next; overlap=True never waits."""
+    events = []
+
+    class Recorder:  # stands in for a stream (the simulator has none)
+        def __init__(self, name):
+            self.name = name
+
+        def synchronize(self):
+            events.append(("wait", self.name))
+
+    monkeypatch.setattr(D, "copy_2d", lambda dst, src, stream=None: events.append(("copy", stream.name)))
+    h, w = gpucourse.problem_size("ch4_test_slice")
+    transpose = D.DistributedTranspose(D.DistributedMatrix.filled((3 * h, 3 * w), [0, 0, 0], seed=12), tile=TILE[0], block_rows=TILE[1])
+    for overlap in (False, True):
+        for number, stage in enumerate(transpose._steps[overlap]):
+            for step in stage:
+                step.stream = Recorder((step.receiver, number if overlap else 0))
+        events.clear()
+        transpose.run(overlap)
+        copies = [name for kind, name in events if kind == "copy"]
+        assert len(copies) == 3 * 2  # two stages of three copies
+        if overlap:
+            assert all(kind == "copy" for kind, _ in events) and len(set(copies)) == 6  # a stream each, no waits
+        else:
+            assert events == [event for name in copies for event in (("copy", name), ("wait", name))]
+
+
+def test_stage_model():
+    model = D.StageModel(parts=2, transpose_ms=0.1, copy_ms=1.0)
+    assert model.overlapped_ms == pytest.approx(1.1)  # one copy time per stage, then the last transpose
+    assert model.blocking_ms == pytest.approx(2.2)  # the two copies of the stage in turn, a transpose at each end
+    for parts in (2, 4, 8):  # copies much longer than transposes: blocking is slower by about the number of GPUs
+        slow_link = D.StageModel(parts, transpose_ms=1e-6, copy_ms=1.0)
+        assert slow_link.blocking_ms / slow_link.overlapped_ms == pytest.approx(parts, rel=1e-4)
+    fast_link = D.StageModel(parts=4, transpose_ms=1.0, copy_ms=0.1)  # transposes longer: the P transposes set the time
+    assert fast_link.overlapped_ms == pytest.approx(4.0)
+    book_like = D.StageModel.from_rates(2048 * 2048 * 4, 2, transpose_gbs=96.1, copy_gbs=5.3)
+    assert book_like.transpose_ms == pytest.approx(2 * 2**22 / 96.1e9 * 1e3)  # a 1024 x 1024 block read and written
+    assert book_like.copy_ms == pytest.approx(2**22 / 5.3e9 * 1e3)
+    with pytest.raises(ValueError, match="two or more GPUs"):
+        D.StageModel.from_rates(1e6, 1, 100.0, 10.0)

@@ -85,6 +85,33 @@ def test_in_place_c2c():
     assert_close(x, np.fft.fft2(host), np.complex128)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, axes", [((NX,), (0,)), ((NY, NX), (-1,)), ((NY, NX - 1), (-1,)), ((NY + 1, NX - 1), (0, 1)),
+                                         ((NZ, NY, NX), (1, 2))])
+def test_in_place_real_transforms_in_padded_rows(shape, axes, dtype):
+    """Book §7.1: R2C in place, the real rows padded to 2 (n // 2 + 1) values; then C2R back into the same buffer."""
+    host = gpucourse.random_array(shape, dtype, seed=5)
+    real, spectrum = fft.padded_real(shape, dtype)
+    assert fft.simulated_array(real).base is not None and real.shape == tuple(shape)
+    spectrum[...] = np.nan  # the padding too: the transform must not read it, and must overwrite it
+    real[...] = device(host)
+    fft.forward_real(real, spectrum, axes)
+    assert fft.spec_for(real, spectrum, "R2C", axes).padded
+    assert_close(spectrum, np.fft.rfftn(host.astype(np.float64), axes=axes), dtype)
+    fft.inverse_real(spectrum, real, axes)
+    points = math.prod(shape[a] for a in axes)
+    assert_close(gpucourse.to_host(real), points * host, dtype)
+
+
+def test_an_in_place_real_transform_needs_padded_rows():
+    spectrum = xp.zeros(fft.half_spectrum_shape(MESH), np.complex64)
+    unpadded = spectrum.reshape(-1).view(np.float32)[: MESH[0] * MESH[1]].reshape(MESH)  # the same memory, rows of n
+    with pytest.raises(ArrayArgumentError, match=r"padded to 2 \(n // 2 \+ 1\)"):
+        fft.transform(unpadded, spectrum, "R2C")
+    with pytest.raises(ArrayArgumentError, match="padded"):
+        fft.transform(spectrum, unpadded, "C2R", fft.INVERSE)
+
+
 def test_the_book_coefficients():
     n = gpucourse.problem_size("ch7_book_points")
     x = 2 * np.pi * np.arange(n) / n

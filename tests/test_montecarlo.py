@@ -302,7 +302,7 @@ def test_fused_option_pricing_within_four_standard_errors(dtype):
     states = random_numbers.make_states(montecarlo.default_state_count(N), seed=31)
     sums = gpucourse.to_device(gpucourse.poisoned(4, np.float64))
     montecarlo.european_fused(states, N, options.BOOK_OPTION, sums, dtype)
-    estimate = options.estimate_from_sums(gpucourse.to_host(sums), N)
+    estimate = options.estimate_from_sums(gpucourse.to_host(sums), N, options.BOOK_OPTION)
     call_off, put_off = estimate.standard_errors_off(options.BOOK_OPTION)
     assert call_off < 4 and put_off < 4, estimate
     low, high = estimate.interval("put")
@@ -315,8 +315,39 @@ def test_pricing_from_stored_normals_matches_numpy():
         sums = gpucourse.to_device(gpucourse.poisoned(4, np.float64))
         montecarlo.european_from_normals(gpucourse.to_device(z.astype(dtype)), options.BOOK_OPTION, sums)
         call, put = options.payoffs_reference(z.astype(dtype), options.BOOK_OPTION)
-        want = [call.sum(), (call**2).sum(), put.sum(), (put**2).sum()]
+        call_shift, put_shift = options.median_payoffs(options.BOOK_OPTION)
+        want = [(call - call_shift).sum(), ((call - call_shift) ** 2).sum(), (put - put_shift).sum(), ((put - put_shift) ** 2).sum()]
         np.testing.assert_allclose(gpucourse.to_host(sums), want, rtol=1e-10 if dtype == np.float64 else 2e-5)
+        estimate = options.estimate_from_sums(gpucourse.to_host(sums), N, options.BOOK_OPTION)
+        for mean, se, payoffs in ((estimate.call, estimate.call_se, call), (estimate.put, estimate.put_se, put)):
+            assert mean == pytest.approx(payoffs.mean(), rel=1e-10 if dtype == np.float64 else 1e-5)
+            assert se == pytest.approx(payoffs.std(ddof=1) / np.sqrt(N), rel=1e-9 if dtype == np.float64 else 1e-4)
+
+
+def test_shifted_sums_keep_the_variance_when_the_mean_is_large():
+    x = 1e9 + np.random.default_rng(4).standard_normal(100_000)  # mean 1e9, standard deviation 1
+    want_mean, want_se = x.mean(), x.std(ddof=1) / np.sqrt(x.size)
+    shift = float(x[0])
+    mean, se = options.shifted_mean_and_se((x - shift).sum(), ((x - shift) ** 2).sum(), x.size, shift)
+    assert mean == pytest.approx(want_mean, abs=1e-6)
+    assert se == pytest.approx(want_se, rel=1e-6)
+    _, unshifted_se = options.shifted_mean_and_se(x.sum(), (x * x).sum(), x.size, 0.0)  # the one-pass sum x^2 - mean sum x
+    assert not unshifted_se == pytest.approx(want_se, rel=0.5)  # cancellation: not even the first digit is left
+    with pytest.raises(ValueError, match="at least 2"):
+        options.shifted_mean_and_se(1.0, 1.0, 1, 0.0)
+
+
+def test_pricing_a_payoff_with_a_large_mean_matches_numpy():
+    """A deep in-the-money call: payoffs near 1e6 with a spread of about 100, priced by the kernel and by NumPy in float64."""
+    option = options.EuropeanOption(S=1e6, E=1.0, r=0.0, sigma=1e-4, T=1.0)
+    z = np.random.default_rng(10).standard_normal(N)
+    sums = gpucourse.to_device(gpucourse.poisoned(4, np.float64))
+    montecarlo.european_from_normals(gpucourse.to_device(z), option, sums)
+    estimate = options.estimate_from_sums(gpucourse.to_host(sums), N, option)
+    call, put = options.payoffs_reference(z, option)
+    assert estimate.call == pytest.approx(call.mean(), rel=1e-12)
+    assert estimate.call_se == pytest.approx(call.std(ddof=1) / np.sqrt(N), rel=1e-8)
+    assert estimate.put == 0 and estimate.put_se == 0 and not put.any()
 
 
 def test_option_variants_and_errors():
@@ -324,9 +355,9 @@ def test_option_variants_and_errors():
     assert (len(variants) == 4) == mode.on_gpu()
     for name, (call, sums) in variants.items():
         call()
-        estimate = options.estimate_from_sums(gpucourse.to_host(sums), N)
+        estimate = options.estimate_from_sums(gpucourse.to_host(sums), N, options.BOOK_OPTION)
         assert max(estimate.standard_errors_off(options.BOOK_OPTION)) < 4, name
     with pytest.raises(ValueError, match="4 numbers"):
-        options.estimate_from_sums([1, 2, 3], 10)
+        options.estimate_from_sums([1, 2, 3], 10, options.BOOK_OPTION)
     with pytest.raises(ArrayArgumentError, match="float64"):
         montecarlo.european_fused(random_numbers.make_states(8, 1), 10, options.BOOK_OPTION, gpucourse.to_device(np.zeros(4, np.float32)))

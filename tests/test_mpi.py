@@ -6,11 +6,13 @@ in the simulator with NumPy arrays, on a GPU with device arrays.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse import mpi
+from gpucourse import mpi, multigpu
 from gpucourse.errors import DeviceBufferError, MPIProblem
 from gpucourse.mpi import exchange, ranks, support
 
@@ -23,6 +25,23 @@ def test_node_local_ranks_and_devices():
     assert ranks.device_for(5, 4) == 1
     with pytest.raises(ValueError, match="at least one device"):
         ranks.device_for(0, 0)
+
+
+def test_the_launchers_local_rank_is_read_before_mpi_starts(monkeypatch):
+    assert ranks.launcher_local_rank({}) is None
+    assert ranks.launcher_local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}) == ranks.LauncherRank(
+        3, 4, "OMPI_COMM_WORLD_LOCAL_RANK")
+    assert ranks.launcher_local_rank({"MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}).variable == "MPI_LOCALRANKID"  # MPICH
+    assert ranks.launcher_local_rank({"MV2_COMM_WORLD_LOCAL_RANK": "0"}) == ranks.LauncherRank(0, None, "MV2_COMM_WORLD_LOCAL_RANK")
+    assert ranks.launcher_local_rank({"SLURM_LOCALID": "x"}) is None  # not a number: not a rank
+    monkeypatch.delitem(sys.modules, "mpi4py.MPI", raising=False)
+    assert ranks.choose_device_before_init({}) is None  # no launcher: the device is chosen after MPI_Init
+    count = multigpu.device_count()
+    choice = ranks.choose_device_before_init({"OMPI_COMM_WORLD_LOCAL_RANK": str(count)})  # one rank more than GPUs: wraps to 0
+    assert (choice.device, choice.device_count) == (0, count) and gpucourse.current_device().ordinal == 0
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", object())
+    with pytest.raises(MPIProblem, match="before `from mpi4py import MPI`"):
+        ranks.choose_device_before_init({"OMPI_COMM_WORLD_LOCAL_RANK": "0"})
 
 
 def test_launcher_found_and_command():
@@ -136,6 +155,8 @@ def test_devices_program_places_two_ranks():
     result = mpi.run_program("gpucourse.mpi.devices", 2).result
     placements = result["placements"]
     assert [p["rank"] for p in placements] == [0, 1] and [p["local_rank"] for p in placements] == [0, 1]
+    variables = [rank for rank, _ in ranks.LOCAL_RANK_VARIABLES]
+    assert all(p["chosen_before_init"] and p["chosen_from"] in variables for p in placements)  # the launcher said, MPI agreed
     count = placements[0]["device_count"]
     assert [p["device"] for p in placements] == [0, 1 % count]
     if gpucourse.on_gpu():  # each rank saw the allocations on its own device, one rank's turn after the other

@@ -110,3 +110,33 @@ def test_wall_time():
     assert 0 <= ms < 1000
     with pytest.raises(ValueError):
         multigpu.wall_time_ms(lambda: None, [0], repeat=0)
+
+
+def test_the_peer_sum_kernel_adds_two_arrays():
+    """The kernel of add_from_peer, on arrays of one device (what it computes does not depend on where they live)."""
+    n = 1000
+    local, remote = gpucourse.random_array(n, np.float32, seed=3), gpucourse.random_array(n, np.float32, seed=4)
+    out = gpucourse.to_device(gpucourse.poisoned(n, np.float32))
+    multigpu.peer_sum_kernel()[(n + 127) // 128, 128](out, gpucourse.to_device(local), gpucourse.to_device(remote))
+    np.testing.assert_array_equal(gpucourse.to_host(out), local + remote)
+
+
+def test_add_from_peer_reads_the_other_gpu():
+    n = 1 << 16
+    local, remote = gpucourse.random_array(n, np.float32, seed=5), gpucourse.random_array(n, np.float32, seed=6)
+    on_zero = [multigpu.copy_to_device(a, 0) for a in (gpucourse.poisoned(n, np.float32), local, remote)]
+    with pytest.raises(PeerAccessError, match="another GPU"):  # every array on one GPU: not a peer access
+        multigpu.add_from_peer(*on_zero)
+    with pytest.raises(ArrayArgumentError, match="shape"):
+        multigpu.add_from_peer(on_zero[0], on_zero[1], on_zero[2][: n // 2])
+    if multigpu.device_count() < 2 or not multigpu.peer_matrix()[0, 1]:
+        return  # the direct read itself needs two GPUs that allow peer access
+    before = multigpu.set_peer_access(0, 1, False)
+    out, near = on_zero[0], on_zero[1]
+    far = multigpu.copy_to_device(remote, 1)
+    multigpu.add_from_peer(out, near, far)
+    np.testing.assert_array_equal(gpucourse.to_host(out), local + remote)
+    with pytest.raises(ArrayArgumentError, match="must live on out's GPU"):
+        multigpu.add_from_peer(out, multigpu.copy_to_device(local, 1), far)
+    assert multigpu.set_peer_access(0, 1, False) == (False, False)  # switched on for the call, and off again after it
+    multigpu.restore_peer_access(0, 1, before)

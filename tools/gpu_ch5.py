@@ -265,7 +265,7 @@ def run_options() -> None:
     estimates = {}
     for name, (call, sums) in variants.items():
         rows += measure({name: call}, paths, None, repeat=10)
-        estimates[name] = options.estimate_from_sums(sums.get(), paths)
+        estimates[name] = options.estimate_from_sums(sums.get(), paths, option)
     show(rows, "paths")
     for name, e in estimates.items():
         log(f"   {name}: call {e.call:.6f} (+- {e.call_se:.1e}), put {e.put:.6f} (+- {e.put_se:.1e}); "

@@ -137,6 +137,7 @@ class Page:
 
     def n_crossReference(self, node):
         url = node.get("url") or (f"#{node['identifier']}" if node.get("identifier") else "")
+        url += f"#{node['html_id']}" if node.get("remote") and node.get("html_id") and "#" not in url else ""  # a heading on another page
         return f'<a href="{esc(self.href(url))}">{self.children(node)}</a>'
 
     def n_image(self, node):

@@ -10,7 +10,9 @@ stores them. How x^2 + y^2 is evaluated (`RULES`) decides a few points out of 10
 Options. Each path draws one normal number Z, prices S_T = S exp(drift + vol Z) and adds the
 discounted payoffs of a call and a put, and their squares, to float64 sums (block sums by shuffles,
 then one atomic per block): one pass gives both prices and their standard errors
-(`gpucourse.options.estimate_from_sums`).
+(`gpucourse.options.estimate_from_sums`). Each payoff is summed as its deviation from the payoff of
+the median path (`gpucourse.options.median_payoffs`), so the sum of squares measures the spread,
+not the mean, and the variance computed from it does not cancel.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ..arrays import require_cupy
 from ..errors import ArrayArgumentError
 from ..floating_point import fma32
 from ..launch import bind, planned
-from ..options import EuropeanOption
+from ..options import EuropeanOption, median_payoffs
 from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block, check_whole_warps
 from .random_numbers import copy_state, normal_float32, uniform_float32, uniform_float64
 from .reductions import block_sum_shuffle, default_threads, resident_blocks
@@ -308,12 +310,15 @@ def add_payoffs(sums, call, put, call2, put2):
 
 @functools.cache
 def european_fused_kernel(dtype_name: str):
-    """A kernel (states, paths, S, E, drift, vol, discount, sums): each thread prices paths t, t + T, ... with draws from its state."""
+    """A kernel (states, paths, S, E, drift, vol, discount, call_shift, put_shift, sums): each thread prices paths t, t + T, ...
+
+    with draws from its state, and adds each payoff's deviation from its shift, and that deviation squared, to float64 sums.
+    """
     FLOAT = numba.from_dtype(np.dtype(dtype_name))
     SINGLE = dtype_name == "float32"
 
     @cuda.jit
-    def european_fused(states, paths, S, E, drift, vol, discount, sums):
+    def european_fused(states, paths, S, E, drift, vol, discount, call_shift, put_shift, sums):
         t = cuda.grid(1)
         threads = states.size
         call = 0.0
@@ -327,8 +332,8 @@ def european_fused_kernel(dtype_name: str):
             for _ in range(t, paths, threads):
                 z = normal_float32(state, 0) if SINGLE else normal_float64(state, 0)
                 final = S * math.exp(drift + vol * FLOAT(z))
-                c = discount * max(final - E, zero)
-                p = discount * max(E - final, zero)
+                c = discount * max(final - E, zero) - call_shift  # the deviation from the median path's payoff
+                p = discount * max(E - final, zero) - put_shift
                 call += c
                 put += p
                 call2 += c * c
@@ -341,10 +346,10 @@ def european_fused_kernel(dtype_name: str):
 
 @functools.cache
 def european_from_normals_kernel():
-    """A kernel (z, S, E, drift, vol, discount, sums): the same pricing from stored normal numbers z (cuRAND's, in the book)."""
+    """A kernel (z, S, E, drift, vol, discount, call_shift, put_shift, sums): the same pricing from stored normal numbers z."""
 
     @cuda.jit
-    def european_from_normals(z, S, E, drift, vol, discount, sums):
+    def european_from_normals(z, S, E, drift, vol, discount, call_shift, put_shift, sums):
         call = 0.0
         put = 0.0
         call2 = 0.0
@@ -352,8 +357,8 @@ def european_from_normals_kernel():
         zero = z[0] * 0
         for i in range(cuda.grid(1), z.size, cuda.gridsize(1)):
             final = S * math.exp(drift + vol * z[i])
-            c = discount * max(final - E, zero)
-            p = discount * max(E - final, zero)
+            c = discount * max(final - E, zero) - call_shift  # the deviation from the median path's payoff
+            p = discount * max(E - final, zero) - put_shift
             call += c
             put += p
             call2 += c * c
@@ -371,8 +376,8 @@ def zero_four_kernel(sums):
 
 
 def _option_arguments(option: EuropeanOption, dtype) -> tuple:
-    kind = np.dtype(dtype).type
-    return tuple(kind(v) for v in (option.S, option.E, option.drift, option.volatility, option.discount))
+    kind = np.dtype(dtype).type  # the shifts are float32 values, exact in either type
+    return tuple(kind(v) for v in (option.S, option.E, option.drift, option.volatility, option.discount, *median_payoffs(option)))
 
 
 def _check_sums(sums) -> None:
@@ -594,7 +599,7 @@ def option_convergence(paths_list, repeats: int, option: EuropeanOption, dtype: 
 
     def estimate(paths: int):
         european_fused(states, paths, option, sums, dtype)
-        return estimate_from_sums(to_host(sums), paths)
+        return estimate_from_sums(to_host(sums), paths, option)
 
     return estimate_series(estimate, paths_list, repeats)
 
@@ -610,7 +615,7 @@ def book_option_run(paths: int, option: EuropeanOption, dtype: str = "float32", 
     sums = cupy.empty(4, dtype=np.float64)
     generator.normal(z)
     european_from_normals(z[:paths], option, sums)
-    estimate = estimate_from_sums(sums.get(), paths)
+    estimate = estimate_from_sums(sums.get(), paths, option)
     generator.close()
     return estimate
 

@@ -2,7 +2,9 @@
 
     mpiexec -n 2 python -m gpucourse.mpi.devices
 
-Every rank finds its node-local rank and takes that device (`gpucourse.mpi.ranks.place`). Then,
+Every rank takes the device of its node-local rank before MPI starts, from the launcher's variable
+(`gpucourse.mpi.ranks.choose_device_before_init`), and checks it against MPI's own count once MPI
+runs (`gpucourse.mpi.ranks.place`); without such a variable it chooses after MPI_Init. Then,
 one rank after the other, each allocates an array, and every rank counts how many such arrays its
 own device holds, from the free memory before and after. One array per device means every rank
 has a GPU of its own; two, that two ranks share one.
@@ -19,15 +21,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse.mpi.devices", description=__doc__.split("\n")[0])
     parser.add_argument("--elements", type=int, default=None, help="float32 elements each rank allocates")
     args = parser.parse_args(argv)
-    from mpi4py import MPI
-
     import gpucourse
 
+    from . import ranks
+
+    chosen = ranks.choose_device_before_init()  # before `from mpi4py import MPI`, which runs MPI_Init
+    from mpi4py import MPI
+
     from .. import multigpu, sizes
-    from . import ranks, report
+    from . import report
 
     comm = MPI.COMM_WORLD
-    placement = ranks.place(comm)
+    placement = ranks.place(comm, chosen)
     count = args.elements or sizes.problem_size("ch4_alloc")
     arrays_seen = []
     if gpucourse.on_gpu():

@@ -189,14 +189,17 @@ def _unavailable(method: str, awareness, placements: list[dict]) -> str | None:
 def main(argv=None) -> int:
     """Run the transpose on every rank; rank 0 prints the result line. Exit status 0 also when a method is skipped."""
     args = _parse(argv)
-    from mpi4py import MPI
-
     import gpucourse  # noqa: F401  (picks the mode, from GPUCOURSE_MODE set by the launcher)
+
+    from . import ranks
+
+    chosen = ranks.choose_device_before_init()  # before MPI_Init: a CUDA-aware MPI sets up on the current device
+    from mpi4py import MPI
 
     from .. import mode, sizes
     from ..errors import DecompositionError
     from ..timing import effective_bandwidth_gbs
-    from . import ranks, report, support
+    from . import report, support
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -204,7 +207,7 @@ def main(argv=None) -> int:
         print(f"this process sees an MPI world of {size} rank(s), not {args.expect_ranks}: the launcher belongs to another MPI "
               "than mpi4py's. Set GPUCOURSE_MPIEXEC to the mpiexec of mpi4py's MPI library.", file=sys.stderr, flush=True)
         return 2
-    placement = ranks.place(comm)
+    placement = ranks.place(comm, chosen)
     placements = comm.allgather(placement.as_dict())
     awareness = support.cuda_awareness()
     tile = tuple(args.tile) if args.tile else tuple(sizes.problem_size("ch4_tile"))
