@@ -19,7 +19,7 @@ from .errors import (
     LaunchConfigError,
     TimingError,
 )
-from .report import data_size, finding, rate
+from .report import data_size, finding, gpu_value, rate
 from .sizes import problem_size
 from .source import show_source
 from .timing import Timing, bandwidth_ceilings, benchmark, effective_bandwidth_gbs, synchronize
@@ -59,6 +59,7 @@ __all__ = [
     "effective_bandwidth_gbs",
     "finding",
     "gpu_only",
+    "gpu_value",
     "is_simulator",
     "on_gpu",
     "poisoned",

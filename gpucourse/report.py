@@ -46,6 +46,11 @@ def finding(text: str, what: str, simulated: bool | None = None) -> str:
     return f"{what}: {NOT_MEASURED}" if _simulated(simulated) else text
 
 
+def gpu_value(value, simulated: bool | None = None):
+    """A measured rate or comparison for a table cell: `value` on a GPU; None (shown '—') in the simulator."""
+    return None if _simulated(simulated) else value
+
+
 def data_size(nbytes: float) -> str:
     """A size in bytes for text, in binary units: '512 B', '2.5 KiB', '64 MiB', '6.40 GiB' (never '0 MiB')."""
     value, unit = float(nbytes), "B"

@@ -16,7 +16,7 @@ NOT_MEASURED = {
     r"ch2_event_resolution": "a documented property of CUDA events, quoted in notebook 2.1, not a measurement",
     r"ch2_peakbw_(memclock|buswidth)_.*": "inputs of the peak-bandwidth formula; their result, the peak, has a row",
     r"ch2_limit_(math|mem)_pct_of_base_C2050": "the book's percentages of its own C2050 times; the row 'limiting factor' shows this device's",
-    r"ch2_tab2_1_copy_eccoff_(C2050|K20)": "Table 2.1 with ECC off; rows use the ECC-on figures of the same GPUs (the GPUs of the course's records run with ECC on)",
+    r"ch2_tab2_1_copy_eccoff_(C2050|K20)": "Table 2.1 with ECC off; rows use the ECC-on figures of the same GPUs (the course's GPUs run with ECC on)",
 }
 
 

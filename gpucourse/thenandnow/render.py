@@ -140,11 +140,26 @@ th { background: #f0f0f0; }
 """
 
 
-def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]]) -> str:
-    """The whole report as one HTML page with its plots embedded."""
+def scoped_style(scope: str) -> str:
+    """STYLE for an element of class `scope` only (a report shown inside a notebook or a page keeps the page's own styles)."""
+    rules = [f".{scope} {{ overflow-x: auto; max-width: 100%; }}"]  # in place of the page's body rule: wide tables scroll
+    for rule in STYLE.strip().splitlines():
+        selectors, _, body = rule.partition("{")
+        if selectors.strip() != "body":
+            rules.append(", ".join(f".{scope} {sel.strip()}" for sel in selectors.split(",")) + f" {{{body}")
+    return "\n".join(rules)
+
+
+def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]],
+            fragment: bool = False) -> str:
+    """The whole report as one HTML page with its plots embedded; with `fragment`, as a block to show inside a notebook."""
     e = html.escape
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Then and now: {e(meta['device'])}</title>",
-           f"<style>{STYLE}</style></head><body>", f"<h1>Then and now: the book's figures on {e(meta['device'])}</h1>"]
+    if fragment:
+        out = [f"<div class='gpucourse-report'><style>{scoped_style('gpucourse-report')}</style>",
+               f"<h3>Then and now: the book's figures on {e(meta['device'])}</h3>"]
+    else:
+        out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Then and now: {e(meta['device'])}</title>",
+               f"<style>{STYLE}</style></head><body>", f"<h1>Then and now: the book's figures on {e(meta['device'])}</h1>"]
     if meta["simulated"]:
         out.append(f"<p class='warning'>{e(SIMULATOR_WARNING)}</p>")
     out.append("<table class='meta'>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(_meta_text(k, v))}</td></tr>" for k, v in meta.items()
@@ -168,5 +183,5 @@ def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], e
         out.append(f"<li><b>not measured and not explained</b>: {e(', '.join(unexplained))}</li>")
     for reason, ids in sorted(explained.items()):
         out.append(f"<li>{e(reason)}: {len(ids)} figure(s) <small>({e(', '.join(ids))})</small></li>")
-    out.append("</ul></body></html>")
+    out.append("</ul></div>" if fragment else "</ul></body></html>")
     return "\n".join(out)
