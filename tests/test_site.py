@@ -185,22 +185,95 @@ def test_link_check_reports_broken_files_and_anchors(tmp_path):
     ]
 
 
-def test_builds_from_a_folder_of_executed_notebooks(built, tmp_path):
-    """A later GPU run supplies executed notebooks laid out as chapters/: the site is built from them as they are."""
-    recorded = tmp_path / "recorded"
-    shutil.copytree(site.BUILD / "executed", recorded)
+# -- the recorded GPU run, as `./course site` publishes it by default ---------------------------------
+GPU_MARKER = "output recorded on the GPU of the fixture record"
+
+
+def make_records(folder: Path, executed: Path, stale: Path | None = None) -> Path:
+    """A measurements/ folder holding one recorded GPU run made of the executed copies in `executed`, and a then-and-now report.
+
+    Each copy's first code cell shows a GPU's banner and GPU_MARKER; the copy of `stale` (a chapter notebook)
+    is given older code, so that its page must fall back to the simulator build.
+    """
+    from gpucourse import thenandnow
+    from gpucourse.thenandnow import core, render
+
+    run = folder / "gpu_ci" / "2026-11-25_h200"
+    shutil.copytree(executed, run / "executed")
+    for copy in sorted((run / "executed").glob("*/*.ipynb")):
+        notebook = json.loads(copy.read_text())
+        first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+        first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"GPU MODE: kernels run on NVIDIA H200.\n{GPU_MARKER}\n"}]
+        if stale is not None and copy.name == stale.name and copy.parent.name == stale.parent.name:
+            first["source"] = "print('older code')"
+        copy.write_text(json.dumps(notebook))
+    (run / "gpu_ci.json").write_text(json.dumps({"gpu": {"name": "NVIDIA H200", "driver": "570.124.06"}, "date": "2026-11-25 09:12"}))
+    wide = core.Row("copy " + "with a long description " * 6, core.cells("ch2_tab2_1_copy_eccon_K20"), 4312.5, "GB/s", 0.95,
+                    note="a long note " * 12)
+    report = thenandnow.Report({"device": "NVIDIA H200", "simulated": False, "date": "2026-11-25 09:40", "driver CUDA version": 13000},
+                               [core.ChapterResult(2, "Metrics", [core.Section("Copies", [wide])])])
+    (folder / "thenandnow").mkdir(parents=True)
+    (folder / "thenandnow" / "report.md").write_text(render.to_markdown(report.meta, report.chapters, [], {}))
+    (folder / "thenandnow" / "report.html").write_text(render.to_html(report.meta, report.chapters, [], {}))
+    (folder / "thenandnow" / "report.json").write_text(json.dumps({"meta": report.meta}))
+    return folder
+
+
+def test_each_page_shows_the_gpu_record_where_its_code_is_current(tmp_path):
+    """Pages take the newest record's copies; a notebook changed since the record falls back to the build's, and says why."""
+    root = tmp_path / "repo"
+    for name in ("01_a", "02_b"):
+        source = root / "chapters" / "01_x" / f"{name}.ipynb"
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": []}]}))
+    here = tmp_path / "here" / "01_x"
+    here.mkdir(parents=True)
+    for name in ("01_a", "02_b"):
+        (here / f"{name}.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "SIMULATOR MODE: kernels run in Numba's CUDA simulator"}]}]}))
+    records = make_records(tmp_path / "measurements", tmp_path / "here", stale=root / "chapters" / "01_x" / "02_b.ipynb")
+    older = records / "gpu_ci" / "2026-11-01_h100" / "executed"
+    shutil.copytree(records / "gpu_ci" / "2026-11-25_h200" / "executed", older)  # an older run: not the one shown
+    record = site.gpu_record(records)
+    assert record.folder.name == "2026-11-25_h200" and record.describe() == "NVIDIA H200, driver 570.124.06, 2026-11-25"
+    pages = site.sources(site.chapters(root), record, tmp_path / "here", "measurements/README.md")
+    a, b = (pages[root / "chapters" / "01_x" / f"{n}.ipynb"] for n in ("01_a", "02_b"))
+    assert a.gpu and a.executed.is_relative_to(record.executed) and "Outputs recorded on a GPU**: NVIDIA H200, driver 570.124.06" in a.note
+    assert not b.gpu and b.executed == tmp_path / "here" / "01_x" / "02_b.ipynb"
+    assert "**Simulator build**" in b.note and "holds older code of this notebook" in b.note
+    assert site.gpu_record(tmp_path / "nothing") is None
+    assert site.banner_device({"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {
+        "text/html": "<b>GPU MODE: kernels run on NVIDIA H100 80GB HBM3.</b><br>"}}]}]}) == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_then_and_now_page_shows_the_recorded_report(tmp_path):
+    (tmp_path / "none").mkdir()
+    records = make_records(tmp_path / "measurements", tmp_path / "none")
+    page = site.then_and_now_page(records)
+    assert "No report is recorded yet" not in page and "recorded on NVIDIA H200, 2026-11-25 09:40" in page
+    assert "| copy with a long description" in page and "4312" in page and "## Chapter 2: Metrics" in page
+    assert "[report.html](measurements/thenandnow/report.html)" in page and "lent" not in page
+    assert "No report is recorded yet" in site.then_and_now_page(tmp_path / "nothing")
+
+
+def test_course_site_publishes_the_recorded_gpu_run(built, tmp_path):
+    """`./course site` with a recorded GPU run: its outputs on every page whose code it holds, the report on its page."""
     first_chapter, notebooks = site.chapters()[0]
-    copy = recorded / first_chapter.name / notebooks[0].name
-    notebook = json.loads(copy.read_text())
-    marker = "output recorded on another machine"
-    notebook["cells"][[c["cell_type"] for c in notebook["cells"]].index("code")]["outputs"].append(
-        {"output_type": "stream", "name": "stdout", "text": marker})
-    copy.write_text(json.dumps(notebook))
+    stale = notebooks[-1]
+    records = make_records(tmp_path / "measurements", site.BUILD / "executed", stale=stale)
     out = tmp_path / "html"
-    done = build_site(out, "--executed", str(recorded))
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = build_site(out, "--records", str(records))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    total = sum(len(n) for _, n in site.chapters())
+    assert f"pages: {total - 1} of {total} with GPU outputs (record 2026-11-25_h200)" in done.stdout
     pages = json.loads((out / "pages.json").read_text())
-    assert marker in (out / pages[f"/chapters/{first_chapter.name}/{notebooks[0].name}"]).read_text()
+    shown = (out / pages[f"/chapters/{first_chapter.name}/{notebooks[0].name}"]).read_text()
+    assert GPU_MARKER in shown and "Outputs recorded on a GPU" in shown and "NVIDIA H200, driver 570.124.06, 2026-11-25" in shown
+    fallback = (out / pages[f"/chapters/{first_chapter.name}/{stale.name}"]).read_text()
+    assert GPU_MARKER not in fallback and "Simulator build" in fallback and "older code of this notebook" in fallback
+    report = (out / pages["/then_and_now.md"]).read_text()
+    assert "No report is recorded yet" not in report and "4312" in report and 'class="table-wrap"' in report
+    assert f"{total - 1} of {total} notebooks" in (out / "index.html").read_text()
 
 
 def test_a_folder_of_executed_notebooks_must_match_the_chapters(built, tmp_path):
