@@ -162,11 +162,12 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | N
     chosen = {}
     for chapter, notebooks in chapters_found:
         for source in notebooks:
+            link = f"../../{records_link}"  # from chapters/NN_name/ to the repository root
             code = code_of(json.loads(source.read_text()))
             recorded = record.executed / chapter.name / source.name if record else None
             if recorded is not None and recorded.exists() and code_of(json.loads(recorded.read_text())) == code:
                 chosen[source] = Source(recorded, f"**Outputs recorded on a GPU**: {record.describe()} "
-                                                  f"([the records]({records_link})). Run the notebook to get your own GPU's.", True)
+                                                  f"([the records]({link})). Run the notebook to get your own GPU's.", True)
                 continue
             if here is None:
                 continue
@@ -179,7 +180,7 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | N
             else:
                 note = (f"**Simulator build**: these outputs come from Numba's CUDA simulator, without a GPU{why}. Its times "
                         "are those of Python threads at tiny sizes, so rates and speed-ups are not measured here; the "
-                        f"[GPU records]({records_link}) hold a GPU's.")
+                        f"[GPU records]({link}) hold a GPU's.")
             chosen[source] = Source(copy, note, bool(device))
     return chosen
 
@@ -403,12 +404,12 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
         target.write_text(json.dumps(link_folders_to_first_notebooks(json.loads(source.read_text()), source.parent)), encoding="utf-8")
         exercise_pages.append({"file": f"exercises/{source.name}"})
     toc.append({"title": "Exercises", "children": exercise_pages})
-    records = [{"file": "then_and_now.md"}]
+    measurement_pages = [{"file": "then_and_now.md"}]
     (stage_dir / "measurements").mkdir()
-    for record in sorted((root / "measurements").glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
-        shutil.copy(record, stage_dir / "measurements" / record.name)
-        records.append({"file": f"measurements/{record.name}"})
-    toc.append({"title": "Measurements", "children": records})
+    for page_md in sorted((root / "measurements").glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
+        shutil.copy(page_md, stage_dir / "measurements" / page_md.name)
+        measurement_pages.append({"file": f"measurements/{page_md.name}"})
+    toc.append({"title": "Measurements", "children": measurement_pages})
     (stage_dir / "then_and_now.md").write_text(then_and_now_page(records), encoding="utf-8")
     (stage_dir / "index.md").write_text(landing_page(book, root, pages, record), encoding="utf-8")
     if (records / "thenandnow" / "report.html").exists():  # the report's own page, linked from then_and_now.md

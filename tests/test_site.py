@@ -241,6 +241,7 @@ def test_each_page_shows_the_gpu_record_where_its_code_is_current(tmp_path):
     assert a.gpu and a.executed.is_relative_to(record.executed) and "Outputs recorded on a GPU**: NVIDIA H200, driver 570.124.06" in a.note
     assert not b.gpu and b.executed == tmp_path / "here" / "01_x" / "02_b.ipynb"
     assert "**Simulator build**" in b.note and "holds older code of this notebook" in b.note
+    assert "(../../measurements/README.md)" in a.note and "(../../measurements/README.md)" in b.note  # links from chapters/NN_name/
     assert site.gpu_record(tmp_path / "nothing") is None
     assert site.banner_device({"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {
         "text/html": "<b>GPU MODE: kernels run on NVIDIA H100 80GB HBM3.</b><br>"}}]}]}) == "NVIDIA H100 80GB HBM3"
