@@ -343,10 +343,16 @@ def then_and_now_page(records: Path = ROOT / "measurements") -> str:
 
 
 def with_note(notebook: dict, note: str) -> dict:
-    """The notebook with a markdown cell holding `note` after its title cell (the page says where its outputs come from)."""
+    """The notebook with `note` (where its outputs come from) in a box right under its title."""
+    box = f"\n\n:::{{note}} Outputs on this page\n{note}\n:::\n\n"
     cells = notebook["cells"]
-    at = next((i + 1 for i, c in enumerate(cells) if c["cell_type"] == "markdown"), 0)
-    cells.insert(at, {"cell_type": "markdown", "metadata": {}, "source": [f":::{{note}} Outputs on this page\n{note}\n:::\n"]})
+    first = next((c for c in cells if c["cell_type"] == "markdown"), None)
+    text = "" if first is None else ("".join(first["source"]) if isinstance(first["source"], list) else first["source"])
+    title = re.match(r"#[^#\n][^\n]*\n?", text)
+    if title:
+        first["source"] = text[:title.end()].rstrip("\n") + box + text[title.end():].lstrip("\n")
+    else:
+        cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": box.strip() + "\n"})
     return notebook
 
 
