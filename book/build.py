@@ -1,22 +1,27 @@
 """Build the course as a website with Jupyter Book 2 (MyST), from executed copies of the notebooks.
 
-    ./course site                        # execute every chapter notebook here, then build
-    ./course site --executed DIR         # use executed notebooks from elsewhere (a recorded GPU run)
+    ./course site                        # the recorded GPU run's outputs; the simulator (or this GPU) for the rest
+    ./course site --here                 # execute every chapter notebook here (simulator without a GPU)
+    ./course site --executed DIR         # use executed notebooks from elsewhere, all of them
     python book/build.py --help
 
-The source notebooks keep no outputs, so the site is built from executed copies: by default each
-chapter notebook is executed here (in the mode this machine has: simulator without a GPU), in
-parallel, into book/_build/executed/ (reused while its notebook is unchanged). `--executed DIR`
-takes them from DIR instead, laid out as chapters/ is (DIR/02_metrics/03_bandwidth.ipynb), for
-example the notebooks `tools/gpu_ci.py OUT --executed` saved on a GPU; each must match its source
-notebook's code.
+The source notebooks keep no outputs, so the site is built from executed copies. By default a page
+shows the outputs of the newest recorded GPU run, `measurements/gpu_ci/<date>_<gpu>/executed/`
+(chapter folders inside, filed by `tools/gpu_ci.py OUT --executed`), wherever its copy of the
+notebook holds the notebook's current code; every other chapter notebook is executed here (in this
+machine's mode: the simulator without a GPU), in parallel, into book/_build/executed/ (reused while
+its notebook is unchanged). Each chapter page opens with a note saying which it shows: the GPU,
+driver and date of the record, or "simulator build". `--here` executes every notebook here;
+`--executed DIR` takes all of them from DIR, laid out as chapters/ is (DIR/02_metrics/03_bandwidth.ipynb),
+each matching its source notebook's code. `--records DIR` reads the records from DIR instead of
+measurements/ (for tests).
 
 Chapters are discovered from chapters/ (every NN_name/ folder and its notebooks, in order), so a new
 chapter needs no change here. The site holds the chapter notebooks, the exercise notebooks they link
-to, the measurement records and the then-and-now report (the recorded GPU runs of
-`python -m gpucourse bench`). Jupyter Book 2 builds the pages' content; book/theme/render.py writes
-them as static HTML (no theme download, no network). Then every internal link and image of the
-built site is checked: a broken one fails the build.
+to, the measurement records and the then-and-now report of the recorded GPU run
+(measurements/thenandnow/report.md, from `python -m gpucourse report`). Jupyter Book 2 builds the
+pages' content; book/theme/render.py writes them as static HTML (no theme download, no network).
+Then every internal link and image of the built site is checked: a broken one fails the build.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -70,6 +76,115 @@ def fingerprint(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# -- where each page's outputs come from --------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuRecord:
+    """A recorded GPU run of the chapter notebooks: measurements/gpu_ci/<date>_<gpu>/, its executed copies in executed/."""
+
+    folder: Path
+    gpu: str
+    driver: str | None
+    date: str
+
+    @property
+    def executed(self) -> Path:
+        return self.folder / "executed"
+
+    def describe(self) -> str:
+        """'NVIDIA H200, driver 570.124.06, 2026-11-25'."""
+        return ", ".join([self.gpu, *([f"driver {self.driver}"] if self.driver else []), self.date])
+
+
+def _find_key(data, names: tuple[str, ...]) -> str | None:
+    """The first string value under one of `names` in a JSON record, searched breadth-first."""
+    queue = [data]
+    while queue:
+        item = queue.pop(0)
+        if isinstance(item, dict):
+            for name in names:
+                value = item.get(name)
+                if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
+                    return str(value).strip()
+            queue += [v for v in item.values() if isinstance(v, (dict, list))]
+        elif isinstance(item, list):
+            queue += [v for v in item if isinstance(v, (dict, list))]
+    return None
+
+
+def banner_device(notebook: dict) -> str | None:
+    """The GPU an executed notebook ran on, from its banner ('GPU MODE: kernels run on NAME.'); None for the simulator."""
+    for cell in notebook.get("cells", []):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            texts = [out.get("text", "")] + list((out.get("data") or {}).values())
+            for text in texts:
+                text = "".join(text) if isinstance(text, list) else str(text)
+                found = re.search(r"GPU MODE: kernels run on (.+?)\.(?:\s|<|$)", text)
+                if found:
+                    return html_unescape(found.group(1))
+    return None
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def record_of(folder: Path) -> GpuRecord:
+    """The recorded GPU run in `folder` (gpu_ci/<date>_<gpu>/): GPU and driver from its gpu_ci.json, else from a banner and the name."""
+    meta = json.loads((folder / "gpu_ci.json").read_text()) if (folder / "gpu_ci.json").exists() else {}
+    gpu = _find_key(meta, ("gpu", "gpu_name", "device", "device_name"))
+    if gpu is None:
+        first = next(iter(sorted(folder.glob("executed/*/*.ipynb"))), None)
+        gpu = banner_device(json.loads(first.read_text())) if first else None
+    driver = _find_key(meta, ("driver", "driver_version", "nvidia_driver"))
+    date = (_find_key(meta, ("date",)) or folder.name)[:10]
+    return GpuRecord(folder, gpu or folder.name.split("_", 1)[-1], driver, date)
+
+
+def gpu_record(records: Path = ROOT / "measurements") -> GpuRecord | None:
+    """The newest recorded GPU run with executed notebooks under records/gpu_ci/, or None."""
+    runs = sorted(p for p in (records / "gpu_ci").glob("*") if re.match(r"^\d{4}-\d{2}-\d{2}_", p.name) and (p / "executed").is_dir())
+    return record_of(runs[-1]) if runs else None  # the names start with the date: the newest is last
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one page's outputs come from: an executed copy and the note the page opens with."""
+
+    executed: Path
+    note: str
+    gpu: bool
+
+
+def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | None, here: Path | None, records_link: str) -> dict[Path, Source]:
+    """For every chapter notebook, the executed copy a page shows and its note: the GPU record where its code is current, else `here`."""
+    chosen = {}
+    for chapter, notebooks in chapters_found:
+        for source in notebooks:
+            link = f"../../{records_link}"  # from chapters/NN_name/ to the repository root
+            code = code_of(json.loads(source.read_text()))
+            recorded = record.executed / chapter.name / source.name if record else None
+            if recorded is not None and recorded.exists() and code_of(json.loads(recorded.read_text())) == code:
+                chosen[source] = Source(recorded, f"**Outputs recorded on a GPU**: {record.describe()} "
+                                                  f"([the records]({link})). Run the notebook to get your own GPU's.", True)
+                continue
+            if here is None:
+                continue
+            copy = here / chapter.name / source.name
+            why = ("" if record is None else
+                   f" (the GPU record of {record.date} holds {'older code of this notebook' if recorded and recorded.exists() else 'no copy of it'})")
+            device = banner_device(json.loads(copy.read_text())) if copy.exists() else None
+            if device:
+                note = f"**Outputs of this build's machine**: {device}, executed when the site was built{why}."
+            else:
+                note = (f"**Simulator build**: these outputs come from Numba's CUDA simulator, without a GPU{why}. Its times "
+                        "are those of Python threads at tiny sizes, so rates and speed-ups are not measured here; the "
+                        f"[GPU records]({link}) hold a GPU's.")
+            chosen[source] = Source(copy, note, bool(device))
+    return chosen
+
+
 # -- executed copies ----------------------------------------------------------------------------------
 def execute(source: Path, target: Path, timeout: int) -> str:
     """Run one notebook top to bottom (in its own folder) and save the executed copy; return a line for the log."""
@@ -98,12 +213,14 @@ def execute(source: Path, target: Path, timeout: int) -> str:
     return f"executed {source.relative_to(ROOT)} in {time.monotonic() - started:.0f} s"
 
 
-def executed_here(jobs: int, timeout: int) -> Path:
-    """Execute every chapter notebook not already executed from its current source; return the folder."""
+def executed_here(jobs: int, timeout: int, only: set[Path] | None = None) -> Path:
+    """Execute every chapter notebook (or those in `only`) not already executed from its current source; return the folder."""
     folder = BUILD / "executed"
     todo = []
     for chapter, notebooks in chapters():
         for source in notebooks:
+            if only is not None and source not in only:
+                continue
             target = folder / chapter.name / source.name
             if target.exists():
                 stored = json.loads(target.read_text()).get("metadata", {}).get("gpucourse_site", {})
@@ -204,25 +321,52 @@ def copy_linked_files(stage_dir: Path, root: Path = ROOT) -> list[Path]:
     return copied
 
 
-def then_and_now_page(root: Path = ROOT) -> str:
-    """The then-and-now report of the recorded GPU run (`python -m gpucourse report`, measurements/thenandnow/)."""
-    recorded = root / "measurements" / "thenandnow" / "report.md"
-    lines = ["# Then and now: the book's GPUs beside today's", "",
-             "The report below is the output of `python -m gpucourse report`, recorded on a lent GPU: each quantity with the "
-             "book's figure and its GPU, and what this device measured in the same run against its own ceilings. The "
-             "[measurement records](measurements/README.md) say which GPU, driver, date and command produced it; run the "
-             "same command on your own GPU to get yours.", ""]
+def then_and_now_page(records: Path = ROOT / "measurements") -> str:
+    """The page of the recorded then-and-now report (`python -m gpucourse report`, records/thenandnow/report.md)."""
+    folder = records / "thenandnow"
+    recorded = folder / "report.md"
+    lines = ["# Then and now: the book's GPUs beside today's", ""]
     if not recorded.exists():
-        return "\n".join(lines + ["No report is recorded yet."])
+        return "\n".join(lines + ["No report is recorded yet: `python -m gpucourse report --out measurements/thenandnow` on a GPU "
+                                  "writes one (report.md, report.html, report.json)."])
+    meta = json.loads((folder / "report.json").read_text()).get("meta", {}) if (folder / "report.json").exists() else {}
+    where = ", ".join(str(meta[key]) for key in ("device", "date") if meta.get(key)) or "a GPU"
+    lines += [f"The report below is the output of `python -m gpucourse report`, recorded on {where}: each quantity with the "
+              "book's figure and its GPU, and what this GPU measured in the same run against its own ceilings. The "
+              "[measurement records](measurements/README.md) list each GPU run with its driver, date and command; run the "
+              "same command on your own GPU to get yours."]
+    if (folder / "report.html").exists():
+        lines += ["", "The same report as one page, with its plots: [report.html](measurements/thenandnow/report.html)."]
     text = recorded.read_text(encoding="utf-8")
     body = text.split("\n", 1)[1] if text.startswith("# ") else text  # the page has its own title
     return "\n".join(lines) + "\n" + body.replace("\n# ", "\n## ")
 
 
-def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT) -> str:
-    """The site's first page: the README, then the site's own table of contents."""
+def with_note(notebook: dict, note: str) -> dict:
+    """The notebook with `note` (where its outputs come from) in a box right under its title."""
+    box = f"\n\n:::{{note}} Outputs on this page\n{note}\n:::\n\n"
+    cells = notebook["cells"]
+    first = next((c for c in cells if c["cell_type"] == "markdown"), None)
+    text = "" if first is None else ("".join(first["source"]) if isinstance(first["source"], list) else first["source"])
+    title = re.match(r"#[^#\n][^\n]*\n?", text)
+    if title:
+        first["source"] = text[:title.end()].rstrip("\n") + box + text[title.end():].lstrip("\n")
+    else:
+        cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": box.strip() + "\n"})
+    return notebook
+
+
+def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT, pages: dict[Path, Source] | None = None,
+                 record: GpuRecord | None = None) -> str:
+    """The site's first page: the README, then the site's own table of contents and where its outputs come from."""
     readme = (root / "README.md").read_text(encoding="utf-8")
     lines = [readme.rstrip(), "", "## On this site", ""]
+    if pages:
+        on_gpu = sum(1 for page in pages.values() if page.gpu)
+        lines += [f"The chapter pages show the outputs of a GPU run for {on_gpu} of {len(pages)} notebooks"
+                  + (f" (recorded on {record.describe()})" if record else "")
+                  + ("" if on_gpu == len(pages) else "; the others are a simulator build, and say so")
+                  + ". Each page opens with a note naming its source.", ""]
     for chapter, notebooks in book:
         titles = ", ".join(f"[{notebook_title(nb)}](chapters/{chapter.name}/{nb.name})" for nb in notebooks)
         lines.append(f"- **{chapter_title(chapter)}**: {titles}")
@@ -241,8 +385,10 @@ def notebook_title(path: Path) -> str:
     return path.stem
 
 
-def stage(executed: Path, stage_dir: Path, root: Path = ROOT) -> dict:
+def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records: Path | None = None,
+          record: GpuRecord | None = None) -> dict:
     """Lay out the MyST project in `stage_dir` (repository paths, so relative links hold); return its myst.yml."""
+    records = records or root / "measurements"
     shutil.rmtree(stage_dir, ignore_errors=True)
     stage_dir.mkdir(parents=True)
     book = chapters(root)
@@ -252,7 +398,8 @@ def stage(executed: Path, stage_dir: Path, root: Path = ROOT) -> dict:
         for source in notebooks:
             target = stage_dir / "chapters" / chapter.name / source.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            notebook = link_folders_to_first_notebooks(json.loads((executed / chapter.name / source.name).read_text()), source.parent)
+            page = pages[source]
+            notebook = with_note(link_folders_to_first_notebooks(json.loads(page.executed.read_text()), source.parent), page.note)
             target.write_text(json.dumps(notebook), encoding="utf-8")
             children.append({"file": f"chapters/{chapter.name}/{source.name}"})
         toc.append({"title": chapter_title(chapter), "children": children})
@@ -263,14 +410,17 @@ def stage(executed: Path, stage_dir: Path, root: Path = ROOT) -> dict:
         target.write_text(json.dumps(link_folders_to_first_notebooks(json.loads(source.read_text()), source.parent)), encoding="utf-8")
         exercise_pages.append({"file": f"exercises/{source.name}"})
     toc.append({"title": "Exercises", "children": exercise_pages})
-    records = [{"file": "then_and_now.md"}]
+    measurement_pages = [{"file": "then_and_now.md"}]
     (stage_dir / "measurements").mkdir()
-    for record in sorted((root / "measurements").glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
-        shutil.copy(record, stage_dir / "measurements" / record.name)
-        records.append({"file": f"measurements/{record.name}"})
-    toc.append({"title": "Measurements", "children": records})
-    (stage_dir / "then_and_now.md").write_text(then_and_now_page(root), encoding="utf-8")
-    (stage_dir / "index.md").write_text(landing_page(book, root), encoding="utf-8")
+    for page_md in sorted((root / "measurements").glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
+        shutil.copy(page_md, stage_dir / "measurements" / page_md.name)
+        measurement_pages.append({"file": f"measurements/{page_md.name}"})
+    toc.append({"title": "Measurements", "children": measurement_pages})
+    (stage_dir / "then_and_now.md").write_text(then_and_now_page(records), encoding="utf-8")
+    (stage_dir / "index.md").write_text(landing_page(book, root, pages, record), encoding="utf-8")
+    if (records / "thenandnow" / "report.html").exists():  # the report's own page, linked from then_and_now.md
+        (stage_dir / "measurements" / "thenandnow").mkdir(parents=True, exist_ok=True)
+        shutil.copy(records / "thenandnow" / "report.html", stage_dir / "measurements" / "thenandnow" / "report.html")
     copy_linked_files(stage_dir, root)
     config = {
         "version": 1,
@@ -342,15 +492,36 @@ def broken_links(site: Path) -> list[str]:
     return broken
 
 
-def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 2, timeout: int = 300) -> Path:
-    """Build the site into `out` and check its links; return `out`."""
-    if executed is None:
-        executed = executed_here(jobs, timeout)
-    problems = check_executed(executed)
-    if problems:
-        raise SiteError("the executed notebooks do not match chapters/:\n  " + "\n  ".join(problems))
+def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 2, timeout: int = 300, here: bool = False,
+          records: Path = ROOT / "measurements") -> Path:
+    """Build the site into `out` and check its links; return `out`.
+
+    `executed`: every page from this folder (its notebooks must match chapters/). Otherwise each page
+    shows the newest GPU record under `records` where its code is current, and the rest (all, with
+    `here`) are executed on this machine.
+    """
+    book = chapters()
+    link = "measurements/README.md"
+    if executed is not None:
+        problems = check_executed(executed)
+        if problems:
+            raise SiteError("the executed notebooks do not match chapters/:\n  " + "\n  ".join(problems))
+        filed = executed.name == "executed" and executed.parent.parent.name == "gpu_ci"  # a GPU record's folder
+        record = record_of(executed.parent) if filed else None
+        pages = (sources(book, record, None, link) if filed else
+                 {source: Source(executed / chapter.name / source.name, *executed_note(executed / chapter.name / source.name))
+                  for chapter, notebooks in book for source in notebooks})
+    else:
+        record = None if here else gpu_record(records)
+        pages = sources(book, record, None, link)
+        missing = {source for _, notebooks in book for source in notebooks if source not in pages}
+        if missing:
+            done = executed_here(jobs, timeout, only=missing)
+            pages.update({source: page for source, page in sources(book, record, done, link).items() if source in missing})
+        print(f"pages: {sum(page.gpu for page in pages.values())} of {len(pages)} with GPU outputs"
+              + (f" (record {record.folder.name})" if record else "" if here else " (no GPU record found)"), flush=True)
     stage_dir = BUILD / "stage"
-    stage(executed, stage_dir)
+    stage(pages, stage_dir, records=records, record=record)
     jupyter_book(stage_dir)
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(stage_dir / "_build" / "html", out)
@@ -360,10 +531,23 @@ def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 
     return out
 
 
+def executed_note(path: Path) -> tuple[str, bool]:
+    """The note of a page built from executed copies given to the build (not a filed record): from the banner of `path`."""
+    device = banner_device(json.loads(path.read_text()))
+    if device:
+        return f"**Outputs of a GPU run**: {device} (executed copies given to the build).", True
+    return ("**Simulator build**: these outputs come from Numba's CUDA simulator, without a GPU. Its times are those of "
+            "Python threads at tiny sizes, so rates and speed-ups are not measured here.", False)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--executed", type=Path, help="a folder of executed chapter notebooks (DIR/NN_chapter/NN_name.ipynb) to "
                         "build from, e.g. from a recorded GPU run; default: execute them here")
+    parser.add_argument("--here", action="store_true", help="execute every chapter notebook on this machine (the simulator "
+                        "without a GPU) instead of showing the recorded GPU run")
+    parser.add_argument("--records", type=Path, default=ROOT / "measurements", help="the folder of the GPU records: gpu_ci/<date>_<gpu>/ "
+                        "and thenandnow/ (default measurements/)")
     parser.add_argument("--out", type=Path, default=BUILD / "html", help="where the site goes (default book/_build/html)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds one notebook may run (default 300)")
@@ -373,7 +557,10 @@ def main(argv: list[str] | None = None) -> int:
         print(execute(*(path.resolve() for path in args.execute_one), args.timeout), flush=True)
         return 0
     try:
-        out = build(args.executed.resolve() if args.executed else None, args.out.resolve(), args.jobs, args.timeout)
+        if args.executed and args.here:
+            raise SiteError("give --executed DIR or --here, not both")
+        out = build(args.executed.resolve() if args.executed else None, args.out.resolve(), args.jobs, args.timeout, args.here,
+                    args.records.resolve())
     except SiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from .errors import (
     LaunchConfigError,
     TimingError,
 )
+from .report import data_size, finding, gpu_value, rate
 from .sizes import problem_size
 from .source import show_source
 from .timing import Timing, bandwidth_ceilings, benchmark, effective_bandwidth_gbs, synchronize
@@ -52,15 +53,19 @@ __all__ = [
     "banner",
     "benchmark",
     "current_device",
+    "data_size",
     "device_empty",
     "diagnose",
     "effective_bandwidth_gbs",
+    "finding",
     "gpu_only",
+    "gpu_value",
     "is_simulator",
     "on_gpu",
     "poisoned",
     "problem_size",
     "random_array",
+    "rate",
     "require_cupy",
     "select_device",
     "show_source",

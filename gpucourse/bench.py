@@ -18,6 +18,7 @@ from . import mode
 from .arrays import device_empty, random_array, require_cupy, to_device
 from .device import current_device
 from .kernels import metrics
+from .report import data_size
 from .sizes import problem_size
 from .timing import Ceilings, Timing, bandwidth_ceilings, benchmark
 
@@ -113,7 +114,7 @@ def measure(repeat: int | None = None, echo: Callable[[str], None] = _echo_nothi
     short = to_device(np.zeros(problem_size("ch2_short_kernel"), np.float32))
     launch = benchmark(lambda: metrics.copy(short, short), warmup=warmup, repeat=repeat)
 
-    notes = [f"sizes: copies of {n} float32 ({n * 4 / 2**20:.0f} MiB per array), limiting-factor kernels on {n_limit} "
+    notes = [f"sizes: copies of {n} float32 ({data_size(n * 4)} per array), limiting-factor kernels on {n_limit} "
              f"float32 (the book: {metrics.BOOK_LIMIT_N}), {tpb_limit} threads per block."]
     return BenchReport(device.name, simulated, ceilings, n, sweep, ilp, ilp_config, wide_results[wide_config], wide_config,
                        same_size, limit, launch, notes)

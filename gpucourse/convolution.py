@@ -27,6 +27,7 @@ from .arrays import array_module
 from .errors import ArrayArgumentError, LaunchConfigError
 from .kernels import spectral as kernels
 from .launch import build, planned
+from .report import data_size
 from .timeline import Timeline, TimelineRecorder, maybe_span
 from .timing import Timing, benchmark, effective_bandwidth_gbs
 
@@ -403,5 +404,5 @@ def transfer_floor_ms(p: ConvolutionPipeline, h2d_gbs: float, d2h_gbs: float) ->
 def describe(p: ConvolutionPipeline) -> str:
     """One line: planes, plane shape and dtype, bytes per stack, streams."""
     ny, nx = p.a.shape[1:]
-    return (f"{p.planes} planes of {ny} x {nx} {p.a.dtype.name} ({p.planes * p.plane_bytes / 2**20:.0f} MiB per stack, "
-            f"{3 * p.planes * p.plane_bytes / 2**20:.0f} MiB pinned in all), {p.slots} stream(s)")
+    return (f"{p.planes} planes of {ny} x {nx} {p.a.dtype.name} ({data_size(p.planes * p.plane_bytes)} per stack, "
+            f"{data_size(3 * p.planes * p.plane_bytes)} pinned in all), {p.slots} stream(s)")

@@ -411,9 +411,11 @@ class TransposeRun:
                 "gbs": self.gbs, "mismatches": self.mismatches}
 
     def __str__(self) -> str:
+        from .report import rate
+
         check = "checked" if self.mismatches == 0 else f"{self.mismatches} WRONG"
         return (f"{self.shape[0]} x {self.shape[1]} over devices {list(self.devices)} ({self.how}): {self.ms:.3f} ms, "
-                f"{self.gbs:.0f} GB/s ({check})")
+                f"{rate(self.gbs)} ({check})")
 
 
 def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool] = (True, False), kernel: str = "numba",

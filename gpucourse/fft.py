@@ -468,8 +468,8 @@ class TransformTiming:
         """[transform, batch, us, GFLOP/s, GB/s, fraction of copy] for a report table."""
         fraction = None if ceilings is None or ceilings.simulated else round(self.fraction_of_copy(ceilings), 3)
         lengths = " x ".join(str(n) for n in self.spec.real_shape)
-        return [f"{self.spec.kind} {lengths} {self.spec.in_dtype.name}", self.spec.batch, round(1e3 * self.timing.median_ms, 2),
-                round(self.gflops, 1), round(self.gbs, 1), fraction]
+        rates = [None, None] if self.timing.simulated else [round(self.gflops, 1), round(self.gbs, 1)]  # none from Python threads
+        return [f"{self.spec.kind} {lengths} {self.spec.in_dtype.name}", self.spec.batch, round(1e3 * self.timing.median_ms, 2), *rates, fraction]
 
 
 def transform_arrays(shape: Sequence[int], dtype, kind: str, seed: int = 0) -> tuple:

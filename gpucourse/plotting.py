@@ -68,9 +68,10 @@ def bar_bandwidth(
     if ax is None:
         _, ax = plt.subplots(figsize=(max(5, 1.2 * len(labels)), 4))
     bars = ax.bar(list(labels), list(gbs), color="tab:blue")
-    for bar, value in zip(bars, gbs):
-        ax.annotate(f"{value:.0f}" if value >= 10 else f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=8)
+    if not simulated:  # a simulator's GB/s is no figure to read off a bar
+        for bar, value in zip(bars, gbs):
+            ax.annotate(f"{value:.0f}" if value >= 10 else f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=8)
     draw_ceilings(ax, ceilings)
     ax.set_ylabel("effective bandwidth (GB/s)")
     ax.set_ylim(bottom=0)

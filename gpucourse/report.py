@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from . import book
+from . import book, mode
 from .device import DeviceInfo
 
 
@@ -20,6 +20,47 @@ def number(value: float) -> str:
     if size >= 0.01 or size == 0:
         return f"{value:.3g}"
     return f"{value:.2e}"  # simulator rates such as 1.23e-05 GB/s
+
+
+#: What a line says in the simulator where a GPU would give a rate or a conclusion.
+NOT_MEASURED = "not measured in the simulator"
+
+
+def _simulated(simulated: bool | None) -> bool:
+    return mode.is_simulator() if simulated is None else simulated
+
+
+def rate(value: float | None, unit: str = "GB/s", simulated: bool | None = None) -> str:
+    """A measured rate with its unit ('912 GB/s'); in the simulator, '<unit> not measured in the simulator' instead of a number.
+
+    A simulated kernel runs as Python threads, so its bytes or flops per second say nothing of a GPU:
+    printed as numbers they read as '0.0 GB/s' or '3.5e-05 GB/s'. `simulated` defaults to the mode.
+    """
+    if _simulated(simulated):
+        return f"{unit} {NOT_MEASURED}"
+    return "—" if value is None else f"{number(value)} {unit}"
+
+
+def finding(text: str, what: str, simulated: bool | None = None) -> str:
+    """A conclusion drawn from measured times: `text` on a GPU; in the simulator '<what>: not measured in the simulator'."""
+    return f"{what}: {NOT_MEASURED}" if _simulated(simulated) else text
+
+
+def gpu_value(value, simulated: bool | None = None):
+    """A measured rate or comparison for a table cell: `value` on a GPU; None (shown '—') in the simulator."""
+    return None if _simulated(simulated) else value
+
+
+def data_size(nbytes: float) -> str:
+    """A size in bytes for text, in binary units: '512 B', '2.5 KiB', '64 MiB', '6.40 GiB' (never '0 MiB')."""
+    value, unit = float(nbytes), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024:
+            break
+        value, unit = value / 1024, bigger
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
 
 
 @dataclass

@@ -153,23 +153,25 @@ def roofline_data(roof: Roof, points: Sequence[RooflinePoint] = (), extra_roofs:
         for p in usable
     ]
     extra = [roof_curve(r, low, high) for r in extra_roofs]
-    return RooflineData(roof, x, y, rows, list(extra_roofs), extra, simulated=roof.simulated or mode.is_simulator())
+    return RooflineData(roof, x, y, rows, list(extra_roofs), extra, simulated=roof.simulated)
 
 
 def roofline_table(data: RooflineData):
     """The points of a roofline as a table: intensity, achieved and attainable GFLOP/s, and the bound."""
-    from .report import Table
+    from .report import NOT_MEASURED, Table
 
+    if data.simulated:  # a host memory copy set against simulated flops is no roof: only the kernels' intensities are real
+        table = Table(headers=["kernel", "flop/byte"], title="Roofline (simulator): each kernel's arithmetic intensity",
+                      notes=[f"GFLOP/s, GB/s, the roof and its ridge: {NOT_MEASURED} (its times measure Python threads, not a GPU)."])
+        table.rows += [[p["name"], p["intensity"]] for p in data.points]
+        return table
     table = Table(
         headers=["kernel", "flop/byte", "GFLOP/s", "GB/s", "roof (GFLOP/s)", "fraction of roof", "side of the ridge"],
         title=f"Roofline: ridge at {data.ridge:.3g} flop/byte ({data.roof.compute_gflops:.4g} GFLOP/s / "
               f"{data.roof.bandwidth_gbs:.4g} GB/s)",
     )
     for p in data.points:
-        fraction = None if data.simulated else p["fraction_of_roof"]  # simulator points can sit far above their roof
-        table.rows.append([p["name"], p["intensity"], p["gflops"], p["gbs"], p["attainable"], fraction, p["bound"]])
-    if data.simulated:
-        table.notes.append("Simulator times: the roof and the points measure Python threads, not a GPU (no fraction of the roof is given).")
+        table.rows.append([p["name"], p["intensity"], p["gflops"], p["gbs"], p["attainable"], p["fraction_of_roof"], p["bound"]])
     return table
 
 
@@ -186,14 +188,16 @@ def plot_roofline(data: RooflineData, ax=None, highlight: str | None = None):
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
     roof = data.roof
-    ax.loglog(data.curve_x, data.curve_y, color="black", linewidth=2,
-              label=f"roof: {roof.bandwidth_label} {_number(roof.bandwidth_gbs)} GB/s,\n{roof.compute_label} {_number(roof.compute_gflops)} GFLOP/s")
+    label = (f"roof: {roof.bandwidth_label} {_number(roof.bandwidth_gbs)} GB/s,\n{roof.compute_label} {_number(roof.compute_gflops)} GFLOP/s"
+             if not data.simulated else "simulator: a host memory copy and simulated flops,\nnot a GPU's roof (no figures to read)")
+    ax.loglog(data.curve_x, data.curve_y, color="black", linewidth=2, label=label)
     for extra, (x, y) in zip(data.extra_roofs, data.extra_curves):
         label = f"{extra.bandwidth_label} {_number(extra.bandwidth_gbs)} GB/s,\n{extra.compute_label} {_number(extra.compute_gflops)} GFLOP/s"
         ax.loglog(x, y, color="grey", linestyle="--", linewidth=1, label=label)
-    ax.axvline(data.ridge, color="tab:green", linestyle=":", linewidth=1)
-    ax.annotate(f"ridge {data.ridge:.3g} flop/B", (data.ridge, roof.compute_gflops), textcoords="offset points",
-                xytext=(4, -14), fontsize=8, color="tab:green")
+    if not data.simulated:
+        ax.axvline(data.ridge, color="tab:green", linestyle=":", linewidth=1)
+        ax.annotate(f"ridge {data.ridge:.3g} flop/B", (data.ridge, roof.compute_gflops), textcoords="offset points",
+                    xytext=(4, -14), fontsize=8, color="tab:green")
     for p in data.points:
         style = "r*" if p["name"] == highlight else "o"
         ax.loglog([p["intensity"]], [p["gflops"]], style, markersize=12 if style == "r*" else 7, label=p["name"])
@@ -208,12 +212,12 @@ def plot_roofline(data: RooflineData, ax=None, highlight: str | None = None):
 
 def describe_point(point: RooflinePoint, roof: Roof) -> str:
     """One line on a measured point: intensity, GFLOP/s and (on a GPU) its fraction of the roof there."""
-    from .report import number
+    from .report import number, rate
 
-    text = f"{point.name}: {point.intensity:.3g} flop/byte, {number(point.gflops)} GFLOP/s"
     if roof.simulated or mode.is_simulator():
-        # simulator times swing by large factors from call to call: a point above its roof means nothing there
-        return f"{text} ({point.bound(roof)}-bound side; simulator: no fraction of the roof, its times are not a GPU's)"
+        # a simulated rate against a host copy: neither the GFLOP/s, nor the roof, nor the side of its ridge mean anything
+        return f"{point.name}: {point.intensity:.3g} flop/byte; {rate(None, 'GFLOP/s', simulated=True)}, and no roof to set it against"
+    text = f"{point.name}: {point.intensity:.3g} flop/byte, {number(point.gflops)} GFLOP/s"
     return f"{text} = {point.fraction_of_roof(roof):.0%} of the roof there ({point.bound(roof)}-bound side)"
 
 

@@ -67,7 +67,13 @@ def measure(calls: Mapping[str, Callable[[], object]], items: int, bytes_moved: 
 
 def table(rows: list[Throughput], ceilings: Ceilings | None, *, title: str, unit: str = "items") -> Table:
     """The rows as a table: time, work per second, GB/s and fraction of its ceiling, and the back-to-back time."""
-    real = ceilings is not None and not ceilings.simulated
+    simulated = any(row.timing.simulated for row in rows)
+    real = ceilings is not None and not ceilings.simulated and not simulated
+    if simulated:  # Python threads: their time, labelled; no rate of work or bytes (it would describe the simulator, not a GPU)
+        out = Table(["variant", "simulator time (ms)"], title=title)
+        out.rows += [[row.name, row.timing.median_ms] for row in rows]
+        out.notes.append(f"Simulator: the times measure Python threads, not a GPU; {unit}/s and GB/s not measured in the simulator.")
+        return out
     headers = ["variant", "GPU time (ms)", f"{unit}/s", "GB/s"] + (["of ceiling", "back-to-back (ms)"] if real else [])
     out = Table(headers, title=title)
     for row in rows:
@@ -84,6 +90,4 @@ def table(rows: list[Throughput], ceilings: Ceilings | None, *, title: str, unit
         slow = [row.name for row in rows if row.timing.host_limited or row.timing.waits_at]
         if slow:
             out.notes.append("Called back to back, these run slower than their GPU time (the host sets the pace): " + "; ".join(slow) + ".")
-    else:
-        out.notes.append("Simulator: the times measure Python threads, not a GPU.")
     return out

@@ -234,30 +234,50 @@ class Tuner:
         from .report import Table
 
         names = list(self.parameters)
-        real = self.ceilings is not None and not self.ceilings.simulated
-        headers = [*(n.replace("_", " ") for n in names), "median (ms)", "GB/s"]
+        rows = [m for m in self.cache.values() if all(m.params.get(k) == v for k, v in fixed.items())]
+        simulated = any(m.timing.simulated for m in rows) if rows else mode.is_simulator()
+        real = self.ceilings is not None and not self.ceilings.simulated and not simulated
+        headers = [*(n.replace("_", " ") for n in names), "simulator time (ms)" if simulated else "median (ms)"]
+        if not simulated:
+            headers.append("GB/s")
         if real:
             headers.append("fraction of copy")
         table = Table(headers=headers, title=f"{self.name}: measured configurations")
-        rows = [m for m in self.cache.values() if all(m.params.get(k) == v for k, v in fixed.items())]
         rows.sort(key=lambda m: tuple(self._order(n, m.params[n]) for n in names))
         for m in rows:
-            row = [*(m.params[n] for n in names), m.timing.median_ms, m.gbs]
+            row = [*(m.params[n] for n in names), m.timing.median_ms]
+            if not simulated:
+                row.append(m.gbs)
             if real:
                 row.append(self.ceilings.fraction_of_copy(m.gbs))
             table.rows.append(row)
-        if mode.is_simulator():
-            table.notes.append("Simulator times: they measure Python threads, not a GPU.")
+        if simulated:
+            table.notes.append("Simulator times measure Python threads, not a GPU: GB/s not measured in the simulator.")
         return table
 
     def describe(self, measurement: Measurement) -> str:
         """One line on a measurement: configuration, GB/s and, on a GPU, its fraction of the copy ceiling."""
-        from .report import number
+        from .report import rate
 
-        text = f"{self.name} {measurement.params}: {number(measurement.gbs)} GB/s"
+        if measurement.timing.simulated:  # a rate of Python threads says nothing of a GPU: the time, labelled, and no GB/s
+            return (f"{self.name} {measurement.params}: {measurement.timing.median_ms:.4g} ms of simulator wall clock; "
+                    f"{rate(None, simulated=True)}")
+        text = f"{self.name} {measurement.params}: {rate(measurement.gbs, simulated=False)}"
         if self.ceilings is not None and not self.ceilings.simulated:
             text += f" = {self.ceilings.fraction_of_copy(measurement.gbs):.0%} of the measured copy"
         return f"{text}; {measurement.timing}"
+
+    def sweep_summary(self, parameter: str, newly_measured: int, **fixed: Any) -> str:
+        """One line after a sweep of `parameter`: how many values it measured now, how many were measured before, how many were refused."""
+        values = self.parameters[parameter]
+        refused = sum(1 for key in self.refused if dict(key)[parameter] in values
+                      and all(dict(key).get(k) == v for k, v in fixed.items()))
+        cached = len(values) - newly_measured - refused
+        if newly_measured == 0:
+            text = f"sweep of {parameter}: all {cached} value(s) were measured before (cached), so the plot shows them already"
+        else:
+            text = f"sweep of {parameter}: {newly_measured} value(s) measured now" + (f", {cached} taken from the cache" if cached else "")
+        return text + (f"; {refused} refused by the launcher (see tuner.refused)" if refused else "")
 
     def widget(self, x_parameter: str | None = None):
         """Controls for every parameter and a plot that reruns the kernel when a control changes."""
@@ -305,12 +325,15 @@ class Tuner:
 
         def sweep_all(_):
             fixed = {key: control.value for key, control in controls.items() if key != x_parameter}
+            before = self.calls_made
             busy(f"measuring every {x_parameter} ...")
             try:
                 self.sweep(x_parameter, skip_refused=True, **fixed)
             finally:
                 busy("")
             redraw()
+            with output:  # say what the sweep did, also when the cache already held every value (nothing changes on screen then)
+                print(self.sweep_summary(x_parameter, self.calls_made - before, **fixed))
 
         for control in controls.values():
             control.observe(redraw, names="value")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Temporary driver for the final GPU validation (not committed): gpu_final.sh OUT DEADLINE_S
+# The driver of the final GPU validation (measurements/final.md, call c): bash THIS_FILE OUT DEADLINE_S
 set -u
 OUT=$1; DEADLINE=$2
 P="python3 -m pytest -o addopts= -p no:cacheprovider -v -rfE --tb=short"

@@ -1,10 +1,15 @@
-"""The course in a real browser: JupyterLab on localhost, driven by Playwright in Debian's headless Chromium.
+"""The course in a real browser: JupyterLab on localhost and the website, driven by Playwright in Debian's headless Chromium.
 
-Three visits, each saving screenshots (GPUCOURSE_SCREENSHOTS, default build/screenshots/):
-- `./course lab` opens on the first notebook of the course (as root too, as in CI and many containers);
+Four visits, each saving screenshots (GPUCOURSE_SCREENSHOTS, default build/screenshots/):
+- `./course lab` opens on the first notebook of the course (as root too, as in CI and many containers),
+  without nbgrader's instructor tools (its menu, sidebar and Validate button);
 - a chapter notebook runs with Run All: no cell errors, the banner, plots and the block-size tuner
-  render, and moving its slider re-measures (the plot and the reported GB/s change);
-- an exercise notebook with a typical wrong answer typed in: the check shows its message, short.
+  render, no output shows a simulated rate or verdict (in the simulator), moving its slider
+  re-measures (the plot and the reported figure change), and its sweep button says what it did;
+- an exercise notebook with a typical wrong answer typed in: the check shows its message, short;
+- the website as `./course site` builds it from a recorded GPU run (a fixture): chapter pages show the
+  record's GPU outputs and say so, the then-and-now page shows the recorded report, and no table runs
+  off the right edge of a page (the README page, chapter 7's record, the report).
 
 Chromium comes from Debian (`.ci/run` installs it); Playwright never downloads a browser. Outside CI a
 machine without Chromium skips these tests; in CI (CI=true) a missing browser is a failure.
@@ -25,6 +30,9 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from test_site import build_site, make_records, need_node, simulator_problems, site
+
+import gpucourse
 
 CHROMIUM = Path(os.environ.get("GPUCOURSE_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -181,6 +189,12 @@ def test_course_lab_opens_on_the_first_notebook(browser, tmp_path):
         assert f"/lab/tree/{first}?token=" in log, log[-2000:]  # the URL printed for a browser elsewhere opens it too
         if os.geteuid() == 0:
             assert "starting JupyterLab with --allow-root" in log, log[-2000:]
+        # students do not see the instructor's tools: nbgrader's menu, its Create Assignment sidebar, its Validate button
+        menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+        assert menus and not any("nbgrader" in m.lower() or "formgrader" in m.lower() for m in menus), menus
+        assert page.locator("button", has_text=re.compile(r"^\s*Validate\s*$")).count() == 0
+        assert page.locator(".lm-TabBar-tab[title*='Create Assignment'], .lm-TabBar-tab[title*='nbgrader']").count() == 0
+        assert "nbgrader" not in log.lower(), [line for line in log.splitlines() if "nbgrader" in line.lower()]
     finally:
         server.stop()
 
@@ -194,6 +208,10 @@ def test_chapter_notebook_runs_and_its_widget_reacts(browser, lab):
     assert all(cell["execution_count"] for cell in code), "Run All stopped before the last cell"
     errors = [out for cell in code for out in cell["outputs"] if out["output_type"] == "error"]
     assert errors == [], f"{errors[0]['ename']}: {errors[0]['evalue']}" if errors else ""
+    stderr = [out["text"] for cell in code for out in cell["outputs"] if out.get("name") == "stderr" and "DELIM" in "".join(out["text"])]
+    assert stderr == []  # the kernel's shell channel kept every message whole
+    if gpucourse.is_simulator():  # no 0 GB/s, no rate of Python threads, no verdict from simulated times
+        assert simulator_problems(notebook) == []
 
     panel = page.locator(".jp-NotebookPanel:visible")
     banner = "GPU MODE" if os.environ.get("GPUCOURSE_MODE") == "gpu" else "SIMULATOR MODE"
@@ -207,7 +225,7 @@ def test_chapter_notebook_runs_and_its_widget_reacts(browser, lab):
     readout = tuner.locator(".widget-readout").first
     image = tuner.locator(".widget-output img")
     text = tuner.locator(".widget-output")
-    before = (readout.inner_text(), image.get_attribute("src"), gbs(text.inner_text()))
+    before = (readout.inner_text(), image.get_attribute("src"), figure(text.inner_text()))
     handle = tuner.locator(".noUi-handle").first
     after = before
     for _ in range(3):  # one step right; again if the simulator happened to report the same GB/s to 3 digits
@@ -219,18 +237,25 @@ def test_chapter_notebook_runs_and_its_widget_reacts(browser, lab):
         page.wait_for_function(
             "([el, old, line]) => { const i = el.querySelector('img'); return i && i.src !== old && el.innerText.includes(line); }",
             arg=[text.element_handle(), shown[1], f"'threads_per_block': {readout.inner_text().strip()}"], timeout=120_000)
-        after = (readout.inner_text(), image.get_attribute("src"), gbs(text.inner_text()))
+        after = (readout.inner_text(), image.get_attribute("src"), figure(text.inner_text()))
         if after[2] != before[2]:
             break
     assert after[0] != before[0] and f"'threads_per_block': {after[0]}" in text.inner_text()
     assert after[1] != before[1], "the plot did not change"
-    assert after[2] != before[2], "the reported GB/s did not change"
+    assert after[2] != before[2], "the reported figure did not change"
     tuner.screenshot(path=SHOTS / "tuner_after_slider.png")
 
+    # the sweep button says what it did, also when every value was measured already
+    sweep = tuner.locator("button", has_text="sweep threads_per_block")
+    sweep.click()
+    page.wait_for_function("el => el.innerText.includes('sweep of threads_per_block:')", arg=text.element_handle(), timeout=600_000)
+    sweep.click()
+    page.wait_for_function("el => el.innerText.includes('were measured before (cached)')", arg=text.element_handle(), timeout=120_000)
 
-def gbs(text: str) -> str:
-    """The GB/s the tuner's text line reports."""
-    found = re.search(r"\}: ([0-9.e+-]+) GB/s", text)
+
+def figure(text: str) -> str:
+    """What the tuner's text line reports: its GB/s on a GPU; in the simulator its time (it gives no GB/s there)."""
+    found = re.search(r"\}: ([0-9.e+-]+) GB/s", text) or re.search(r"\}: ([0-9.e+-]+) ms of simulator wall clock; GB/s not measured", text)
     assert found, text
     return found.group(1)
 
@@ -266,3 +291,63 @@ def test_exercise_wrong_answer_gets_the_check_message(browser, lab):
     assert "ch1.check_add_arrays(add_arrays)" in text  # ... and the student's own line
     check.scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "exercise_wrong_answer.png")
+
+
+# -- the website ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def recorded_site(tmp_path_factory):
+    """The site as `./course site` builds it when a GPU run is recorded: a fixture record made of this machine's executed copies."""
+    need_browser()
+    need_node()
+    folder = tmp_path_factory.mktemp("recorded")
+    site.executed_here(2, 600)  # the executed copies (reused when current): the fixture record is made of them
+    records = make_records(folder / "measurements", site.BUILD / "executed")
+    out = folder / "html"
+    done = build_site(out, "--records", str(records))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, json.loads((out / "pages.json").read_text())
+
+
+def overflow(page) -> list[str]:
+    """Tables and code blocks of the page whose box runs past the right edge of the window or of the page's text column."""
+    return page.evaluate("""() => {
+        const right = Math.min(window.innerWidth, document.querySelector('main').getBoundingClientRect().right) + 1;
+        const out = [];
+        for (const el of document.querySelectorAll('main table, main pre, main .table-wrap, main .output')) {
+            let box = el.getBoundingClientRect(), clip = el.parentElement;
+            while (clip && clip.tagName !== 'MAIN') {  // a scrolling container keeps its content inside it
+                const style = getComputedStyle(clip);
+                if (['auto', 'scroll', 'hidden'].includes(style.overflowX)) { box = clip.getBoundingClientRect(); break; }
+                clip = clip.parentElement;
+            }
+            if (box.right > right) out.push(el.tagName + ' ' + (el.innerText || '').slice(0, 60));
+        }
+        if (document.documentElement.scrollWidth > window.innerWidth + 1) out.push('the page scrolls sideways');
+        return out;
+    }""")
+
+
+def test_the_site_shows_the_recorded_gpu_run_and_keeps_tables_inside(browser, recorded_site):
+    from test_site import GPU_MARKER
+
+    out, pages = recorded_site
+    first_chapter, notebooks = site.chapters()[0]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((out / pages[f"/chapters/{first_chapter.name}/{notebooks[0].name}"]).as_uri())
+    note = page.locator("aside.admonition", has_text="Outputs recorded on a GPU")
+    assert note.count() == 1 and "NVIDIA H200, driver 570.124.06, 2026-11-25" in note.inner_text()
+    assert page.locator("pre.output", has_text=GPU_MARKER).first.is_visible()
+    assert "SIMULATOR MODE" not in page.locator("main").inner_text()
+    page.screenshot(path=SHOTS / "site_chapter_gpu_record.png")
+    for location in ("/then_and_now.md", "/index.md", "/measurements/ch7.md"):  # index.md: the README page
+        name = pages[location]
+        for width in (800, 1280):  # the narrow layout (the sidebar on top) and the wide one
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto((out / name).as_uri())
+            assert overflow(page) == [], f"{location} at {width} px"
+        page.locator("main table").first.scroll_into_view_if_needed()
+        page.screenshot(path=SHOTS / f"site_{Path(location).stem}.png")
+    page.goto((out / pages["/then_and_now.md"]).as_uri())
+    text = page.locator("main").inner_text()
+    assert "No report is recorded yet" not in text and "recorded on NVIDIA H200" in text and "4312" in text
+    page.close()

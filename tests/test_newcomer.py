@@ -1,5 +1,6 @@
-"""What a newcomer sees: numbers never shown as 0.0, a busy sign while a widget measures, whole button labels,
-integer ticks for integer parameters, no roof fractions from the simulator, and a failed check as its message."""
+"""What a newcomer sees: numbers never shown as 0.0, simulated rates and conclusions said to be unmeasured, a busy sign
+while a widget measures, whole button labels, integer ticks for integer parameters, no roof from the simulator, a failed
+check as its message, and `./course --help` that exits 0."""
 
 from __future__ import annotations
 
@@ -34,6 +35,32 @@ def test_tuner_line_shows_a_tiny_rate_as_it_is():
     tuner = widgets.Tuner(lambda **c: (lambda: None), 1.0, {"threads_per_block": [32]})
     line = tuner.describe(widgets.Measurement((("threads_per_block", 32),), fake_timing(80.0), 1000.0))
     assert ": 1.25e-05 GB/s" in line and "0.0 GB/s" not in line
+
+
+def test_simulated_rates_and_conclusions_are_said_to_be_unmeasured():
+    """In the simulator a line shows the time, labelled, and says which rate or conclusion it does not give: never '0.0 GB/s'."""
+    simulated = Timing(samples_ms=(80.0,), calls_per_sample=1, clock="simulator wall clock")
+    tuner = widgets.Tuner(lambda **c: (lambda: None), 1.0, {"threads_per_block": [32]})
+    line = tuner.describe(widgets.Measurement((("threads_per_block", 32),), simulated, 1000.0))
+    assert line == "kernel {'threads_per_block': 32}: 80 ms of simulator wall clock; GB/s not measured in the simulator"
+    assert gpucourse.rate(3.5e-05, simulated=True) == "GB/s not measured in the simulator"
+    assert gpucourse.rate(912.34, "GFLOP/s", simulated=False) == "912 GFLOP/s" and gpucourse.rate(None, simulated=False) == "—"
+    assert gpucourse.finding("padding makes it 1.9x faster", "what padding gains", simulated=False) == "padding makes it 1.9x faster"
+    assert gpucourse.finding("padding makes it 0.2x faster", "what padding gains", simulated=True) == \
+        "what padding gains: not measured in the simulator"
+    assert [gpucourse.data_size(n) for n in (512, 2048, 3 * 2**19, 64 * 2**20, 6.4 * 2**30)] == ["512 B", "2 KiB", "1.5 MiB", "64 MiB", "6.4 GiB"]
+
+
+def test_course_help_exits_zero_and_a_wrong_command_two():
+    import subprocess
+
+    from conftest import ROOT
+
+    for argument in ("--help", "-h", "help"):
+        done = subprocess.run([str(ROOT / "course"), argument], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "usage: ./course lab" in done.stdout and "./course site" in done.stdout, done
+    wrong = subprocess.run([str(ROOT / "course"), "labb"], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "unknown command: labb" in wrong.stderr and wrong.stdout == ""
 
 
 def test_widget_shows_a_busy_sign_while_it_measures_and_keeps_its_button_label_whole():
@@ -75,7 +102,7 @@ def test_simulator_roofs_give_no_fraction():
     point = roofline.RooflinePoint("k", flops=4e9, bytes_moved=1e9, ms=1.0)  # 4000 GFLOP/s at 4 flop/byte
     simulated = roofline.Roof(bandwidth_gbs=100.0, compute_gflops=1000.0, simulated=True)
     text = roofline.describe_point(point, simulated)
-    assert "%" not in text and "simulator" in text and "4000 GFLOP/s" in text
+    assert "%" not in text and "GFLOP/s not measured in the simulator" in text and "4000" not in text
     if not gpucourse.is_simulator():
         real = roofline.Roof(bandwidth_gbs=2000.0, compute_gflops=50000.0)
         assert "50% of the roof" in roofline.describe_point(point, real)

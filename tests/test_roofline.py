@@ -104,6 +104,21 @@ def test_plot_roofline_and_png(tmp_path):
     plt.close("all")
 
 
+def test_a_simulated_roof_shows_no_figures():
+    """A host memory copy set against simulated flops is no roof: intensities only, no GFLOP/s, GB/s, ridge or side."""
+    simulated = roofline.Roof(18.7, 0.000156, simulated=True)
+    point = roofline.RooflinePoint("16 steps", 16 * 8e3, 8e3, 40.0)
+    data = roofline.roofline_data(simulated, [point])
+    table = roofline.roofline_table(data)
+    assert table.headers == ["kernel", "flop/byte"] and table.rows == [["16 steps", 16.0]]
+    assert "not measured in the simulator" in table.notes[0]
+    text = roofline.describe_point(point, simulated)
+    assert text.startswith("16 steps: 16 flop/byte; GFLOP/s not measured in the simulator") and "bound" not in text
+    labels = [line.get_label() for line in roofline.plot_roofline(data).get_lines()]
+    assert not any("GB/s" in label or "GFLOP/s" in label for label in labels)
+    plt.close("all")
+
+
 def test_roofline_widget_measures_each_value_once():
     n, steps_list = gpucourse.problem_size("ch2_test"), gpucourse.problem_size("ch2_roofline")[1]
     x = gpucourse.to_device(gpucourse.random_array(n, np.float32, seed=1))

@@ -1,8 +1,11 @@
 """The course as a website (book/build.py): built from executed notebooks, every chapter page there, no broken link.
 
-The site is built once, as `./course site` does (each chapter notebook executed here, in this
-machine's mode), then again from a folder of executed notebooks, as from a recorded GPU run.
-Jupyter Book 2 needs Node.js: outside CI a machine without it skips these tests; in CI it fails.
+The site is built once with every chapter notebook executed here (`./course site --here`, in this
+machine's mode; in the simulator its outputs are scanned: no 0 GB/s, no simulated rate, no verdict),
+then again as `./course site` does by default, from a recorded GPU run (a fixture made of those
+executed copies): each page shows the record's outputs and says so, and the then-and-now page the
+recorded report. Jupyter Book 2 needs Node.js: outside CI a machine without it skips the builds; in
+CI it fails.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+
+import gpucourse
 
 spec = importlib.util.spec_from_file_location("book_build", ROOT / "book" / "build.py")
 site = importlib.util.module_from_spec(spec)
@@ -46,10 +51,100 @@ def build_site(out: Path, *args: str) -> subprocess.CompletedProcess:
 def built(tmp_path_factory) -> Path:
     need_node()
     out = tmp_path_factory.mktemp("site") / "html"
-    done = build_site(out)
+    done = build_site(out, "--here")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "every internal link checked" in done.stdout
     return out
+
+
+# -- what a simulator build must not show ------------------------------------------------------------
+#: Output text a simulator run must not hold: a rate of Python threads (0 GB/s, 3.5e-05 GB/s), a rate column's
+#: tiny value, a verdict or a speed-up drawn from simulated times, a size rounded to nothing.
+SIMULATOR_DONTS = {
+    "a zero rate": re.compile(r"(?<![\d.])0(?:\.0+)? (?:GB/s|GFLOP/s|MB/s)"),
+    "a simulated rate": re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?e-\d+|0\.00\d*) (?:GB/s|GFLOP/s|MB/s)"),
+    "a verdict": re.compile(r"(?:memory|math|compute|latency|launch)-bound(?![?]| or not| kernel| model| side)|bound by: \w|\bspeed-up \d"
+                            r"|\d(?:\.\d+)?x (?:faster|slower|as long)|\d ?x the |\d% of the (?:best|copy)"),
+    "a size of nothing": re.compile(r"(?<![\d.])0(?:\.0+)? (?:MiB|MB|GiB|GB)(?![/\w])"),
+    "internal words": re.compile(r"the acceptance asks"),
+}
+
+
+def output_text(cell: dict) -> str:
+    """Every text a code cell's outputs show: streams, plain text, HTML and Markdown."""
+    texts = []
+    for out in cell.get("outputs", []):
+        texts.append(out.get("text", ""))
+        texts += [(out.get("data") or {}).get(key, "") for key in ("text/plain", "text/html", "text/markdown")]
+    return "\n".join("".join(t) if isinstance(t, list) else t for t in texts)
+
+
+#: A table column of rates or comparisons: in the simulator it holds no number ('—').
+RATE_COLUMN = re.compile(r"GB/s|GFLOP/s|MB/s|[a-z]/s\b|speed-up|over the|fraction of|of copy|of ceiling|per second", re.I)
+#: A column of the book's figures: the book's GPUs (Tesla C870 ... K20X, the M2050 pair).
+BOOK_COLUMN = re.compile(r"book|\b(?:C870|C1060|C2050|C2070|M2050|M2090|K10|K20X?)\b")
+
+
+def table_problems(html_text: str) -> list[str]:
+    """'<column>: <value>' for every number in a rate or comparison column of the tables in `html_text` (the book's columns aside)."""
+    problems = []
+    for table in re.findall(r"<table.*?</table>", html_text, re.S):
+        headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th>(.*?)</th>", table, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+            cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+            if not cells or "(book)" in cells[0] or cells[0].startswith(("book", "Tesla")):
+                continue
+            for header, value in zip(headers, cells):
+                if RATE_COLUMN.search(header) and not BOOK_COLUMN.search(header) and re.fullmatch(r"[-+]?[\d.]+(?:e[-+]?\d+)?x?", value):
+                    problems.append(f"{header} = {value}")
+    return problems
+
+
+def simulator_problems(notebook: dict) -> list[str]:
+    """'cell N: <what>: <the line>' for every output line that breaks a rule of SIMULATOR_DONTS, and every rate in a table."""
+    problems = []
+    for number, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        text = output_text(cell)
+        for line in text.splitlines():
+            if line.lstrip().startswith("<"):
+                continue  # HTML: its tables are read below, its text is also in text/plain
+            line = re.sub(r"book[^;|]*", "", line)  # the book's own figures and verdicts are quoted, not drawn here
+            problems += [f"cell {number}: {what}: {line.strip()[:160]}" for what, pattern in SIMULATOR_DONTS.items() if pattern.search(line)]
+        problems += [f"cell {number}: a rate in a table: {problem}" for problem in table_problems(text)]
+    return problems
+
+
+def test_the_scan_finds_what_a_simulator_must_not_show():
+    def notebook(*lines):
+        return {"cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "name": "stdout", "text": "\n".join(lines)}]}]}
+
+    bad = notebook("x walks rows: 437.9 ms,      0.0 GB/s", "copy_shared  1489 ms  1.504e-05 GB/s", "bound by: compute",
+                   "This device, with fast math: math-bound: math alone takes 263%", "9^3 float32:      0.0 MiB per array",
+                   "solve / two FFTs: 764.230 GPU time; the acceptance asks at most 1.5.", "GB/s 0.000191 GB/s")
+    assert len(simulator_problems(bad)) == 7
+    table = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "execute_result", "data": {"text/html": (
+        "<table><thead><tr><th>kernel</th><th>C2050 (book)</th><th>simulator GB/s</th><th>fraction of copy</th></tr></thead><tbody>"
+        "<tr><td>naive</td><td>18.5</td><td>1.504e-05</td><td>—</td></tr><tr><td>book: CUF</td><td>7.37</td><td>3</td><td>—</td></tr>"
+        "</tbody></table>")}}]}]}
+    assert simulator_problems(table) == ["cell 0: a rate in a table: simulator GB/s = 1.504e-05"]
+    good = notebook("x walks rows: 437.9 ms, GB/s not measured in the simulator [simulator wall clock]",
+                    "book C2050: math-bound; book K20: memory-bound", "9^3 float32: 2.85 KiB per array", "launch-bound or not: not measured",
+                    "A host memory copy of 64 MiB moved 14.3 GB/s (host memory, not a GPU figure).")
+    assert simulator_problems(good) == []
+
+
+def test_simulator_outputs_show_no_rate_of_python_threads_and_no_verdict(built):
+    """Run in the simulator, no chapter notebook prints 0 GB/s, a simulated rate, a verdict or a size of nothing."""
+    if not gpucourse.is_simulator():
+        pytest.skip("the site was built on a GPU: its rates are measured")
+    problems = []
+    for chapter, notebooks in site.chapters():
+        for notebook in notebooks:
+            copy = site.BUILD / "executed" / chapter.name / notebook.name
+            problems += [f"{chapter.name}/{notebook.name} {p}" for p in simulator_problems(json.loads(copy.read_text()))]
+    assert problems == [], "\n".join(problems)
 
 
 def test_every_chapter_notebook_has_its_page_with_outputs(built):
@@ -90,22 +185,96 @@ def test_link_check_reports_broken_files_and_anchors(tmp_path):
     ]
 
 
-def test_builds_from_a_folder_of_executed_notebooks(built, tmp_path):
-    """A later GPU run supplies executed notebooks laid out as chapters/: the site is built from them as they are."""
-    recorded = tmp_path / "recorded"
-    shutil.copytree(site.BUILD / "executed", recorded)
+# -- the recorded GPU run, as `./course site` publishes it by default ---------------------------------
+GPU_MARKER = "output recorded on the GPU of the fixture record"
+
+
+def make_records(folder: Path, executed: Path, stale: Path | None = None) -> Path:
+    """A measurements/ folder holding one recorded GPU run made of the executed copies in `executed`, and a then-and-now report.
+
+    Each copy's first code cell shows a GPU's banner and GPU_MARKER; the copy of `stale` (a chapter notebook)
+    is given older code, so that its page must fall back to the simulator build.
+    """
+    from gpucourse import thenandnow
+    from gpucourse.thenandnow import core, render
+
+    run = folder / "gpu_ci" / "2026-11-25_h200"
+    shutil.copytree(executed, run / "executed")
+    for copy in sorted((run / "executed").glob("*/*.ipynb")):
+        notebook = json.loads(copy.read_text())
+        first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+        first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"GPU MODE: kernels run on NVIDIA H200.\n{GPU_MARKER}\n"}]
+        if stale is not None and copy.name == stale.name and copy.parent.name == stale.parent.name:
+            first["source"] = "print('older code')"
+        copy.write_text(json.dumps(notebook))
+    (run / "gpu_ci.json").write_text(json.dumps({"gpu": {"name": "NVIDIA H200", "driver": "570.124.06"}, "date": "2026-11-25 09:12"}))
+    wide = core.Row("copy " + "with a long description " * 6, core.cells("ch2_tab2_1_copy_eccon_K20"), 4312.5, "GB/s", 0.95,
+                    note="a long note " * 12)
+    report = thenandnow.Report({"device": "NVIDIA H200", "simulated": False, "date": "2026-11-25 09:40", "driver CUDA version": 13000},
+                               [core.ChapterResult(2, "Metrics", [core.Section("Copies", [wide])])])
+    (folder / "thenandnow").mkdir(parents=True)
+    (folder / "thenandnow" / "report.md").write_text(render.to_markdown(report.meta, report.chapters, [], {}))
+    (folder / "thenandnow" / "report.html").write_text(render.to_html(report.meta, report.chapters, [], {}))
+    (folder / "thenandnow" / "report.json").write_text(json.dumps({"meta": report.meta}))
+    return folder
+
+
+def test_each_page_shows_the_gpu_record_where_its_code_is_current(tmp_path):
+    """Pages take the newest record's copies; a notebook changed since the record falls back to the build's, and says why."""
+    root = tmp_path / "repo"
+    for name in ("01_a", "02_b"):
+        source = root / "chapters" / "01_x" / f"{name}.ipynb"
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": []}]}))
+    here = tmp_path / "here" / "01_x"
+    here.mkdir(parents=True)
+    for name in ("01_a", "02_b"):
+        (here / f"{name}.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "SIMULATOR MODE: kernels run in Numba's CUDA simulator"}]}]}))
+    records = make_records(tmp_path / "measurements", tmp_path / "here", stale=root / "chapters" / "01_x" / "02_b.ipynb")
+    older = records / "gpu_ci" / "2026-11-01_h100" / "executed"
+    shutil.copytree(records / "gpu_ci" / "2026-11-25_h200" / "executed", older)  # an older run: not the one shown
+    record = site.gpu_record(records)
+    assert record.folder.name == "2026-11-25_h200" and record.describe() == "NVIDIA H200, driver 570.124.06, 2026-11-25"
+    pages = site.sources(site.chapters(root), record, tmp_path / "here", "measurements/README.md")
+    a, b = (pages[root / "chapters" / "01_x" / f"{n}.ipynb"] for n in ("01_a", "02_b"))
+    assert a.gpu and a.executed.is_relative_to(record.executed) and "Outputs recorded on a GPU**: NVIDIA H200, driver 570.124.06" in a.note
+    assert not b.gpu and b.executed == tmp_path / "here" / "01_x" / "02_b.ipynb"
+    assert "**Simulator build**" in b.note and "holds older code of this notebook" in b.note
+    assert "(../../measurements/README.md)" in a.note and "(../../measurements/README.md)" in b.note  # links from chapters/NN_name/
+    assert site.gpu_record(tmp_path / "nothing") is None
+    assert site.banner_device({"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {
+        "text/html": "<b>GPU MODE: kernels run on NVIDIA H100 80GB HBM3.</b><br>"}}]}]}) == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_then_and_now_page_shows_the_recorded_report(tmp_path):
+    (tmp_path / "none").mkdir()
+    records = make_records(tmp_path / "measurements", tmp_path / "none")
+    page = site.then_and_now_page(records)
+    assert "No report is recorded yet" not in page and "recorded on NVIDIA H200, 2026-11-25 09:40" in page
+    assert "| copy with a long description" in page and "4312" in page and "## Chapter 2: Metrics" in page
+    assert "[report.html](measurements/thenandnow/report.html)" in page and "lent" not in page
+    assert "No report is recorded yet" in site.then_and_now_page(tmp_path / "nothing")
+
+
+def test_course_site_publishes_the_recorded_gpu_run(built, tmp_path):
+    """`./course site` with a recorded GPU run: its outputs on every page whose code it holds, the report on its page."""
     first_chapter, notebooks = site.chapters()[0]
-    copy = recorded / first_chapter.name / notebooks[0].name
-    notebook = json.loads(copy.read_text())
-    marker = "output recorded on another machine"
-    notebook["cells"][[c["cell_type"] for c in notebook["cells"]].index("code")]["outputs"].append(
-        {"output_type": "stream", "name": "stdout", "text": marker})
-    copy.write_text(json.dumps(notebook))
+    stale = notebooks[-1]
+    records = make_records(tmp_path / "measurements", site.BUILD / "executed", stale=stale)
     out = tmp_path / "html"
-    done = build_site(out, "--executed", str(recorded))
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = build_site(out, "--records", str(records))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    total = sum(len(n) for _, n in site.chapters())
+    assert f"pages: {total - 1} of {total} with GPU outputs (record 2026-11-25_h200)" in done.stdout
     pages = json.loads((out / "pages.json").read_text())
-    assert marker in (out / pages[f"/chapters/{first_chapter.name}/{notebooks[0].name}"]).read_text()
+    shown = (out / pages[f"/chapters/{first_chapter.name}/{notebooks[0].name}"]).read_text()
+    assert GPU_MARKER in shown and "Outputs recorded on a GPU" in shown and "NVIDIA H200, driver 570.124.06, 2026-11-25" in shown
+    fallback = (out / pages[f"/chapters/{first_chapter.name}/{stale.name}"]).read_text()
+    assert GPU_MARKER not in fallback and "Simulator build" in fallback and "older code of this notebook" in fallback
+    report = (out / pages["/then_and_now.md"]).read_text()
+    assert "No report is recorded yet" not in report and "4312" in report and 'class="table-wrap"' in report
+    assert f"{total - 1} of {total} notebooks" in (out / "index.html").read_text()
 
 
 def test_a_folder_of_executed_notebooks_must_match_the_chapters(built, tmp_path):

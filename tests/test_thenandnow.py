@@ -17,6 +17,30 @@ def test_numbers_never_print_a_tiny_value_as_zero():
     assert render.fraction(0.917) == "92%" and render.fraction(None) == "—"
 
 
+def test_counts_codes_and_sizes_print_as_whole_numbers():
+    assert render.number(13000) == "13000" and render.number(16896) == "16896" and render.number(65536.0) == "65536"
+    assert render.number(150_100_000_000) == "150,100,000,000" and render.number(2147483647 * 1024) == "2,199,023,254,528"
+    assert render.number(float("nan")) == "—"  # nothing measured, never 'nan'
+    meta = {"device": "Test GPU", "simulated": False, "driver CUDA version": 13000}
+    assert "- driver CUDA version: 13.0 (13000)" in render.to_markdown(meta, [], [], {})
+
+
+def test_a_dual_gpu_boards_figure_is_set_against_one_gpus_ceiling():
+    """Appendix A prints the K10's peak per board ('2 × 160'); its ceiling is per GPU and is that same peak: no fraction."""
+    assert core.per_gpu_number(book.figure("appA_peak_bw_K10")) == 160.0
+    assert core.BookCell.of("appA_peak_bw_K10").fraction is None
+    assert core.BookCell.of("appA_peak_bw_C870").fraction == pytest.approx(76.8 / book.figure("ch2_tab2_1_copy_eccoff_C870").number)
+    assert "K10, 1%" not in render.book_text(core.Row("peak", core.cells("appA_peak_bw_*")))
+
+
+def test_the_simulator_column_holds_no_time_rate_or_speed_up():
+    rows = [core.Row("a time", here=2.7e9, unit="us"), core.Row("a rate", here=3.5e-5, unit="GB/s (simulator)"),
+            core.Row("a speed-up", here=1.56, unit="x"), core.Row("an error", here=1e-7, unit="abs"), core.Row("a count", here=1024, unit="threads")]
+    shown = [render.here_text(row, simulated=True) for row in rows]
+    assert shown == ["not measured in the simulator"] * 3 + ["1.000e-07", "1024"]
+    assert [render.here_text(row, simulated=False) for row in rows][:3] == ["2.700e+09", "3.500e-05", "1.56"]
+
+
 def test_book_cells_carry_the_fraction_of_their_gpus_ceiling():
     k20 = core.BookCell.of("ch2_tab2_1_copy_eccon_K20")
     assert k20.fraction == pytest.approx(1.0) and k20.gpu == "Tesla K20" and k20.text == "145 GB/s"

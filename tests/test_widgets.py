@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -85,10 +87,17 @@ def test_sweep_series_best_and_table(copy_arrays):
     assert best.gbs == max(m.gbs for m in tuner.cache.values())
     assert tuner.best(elements_per_thread=1).params["elements_per_thread"] == 1
     table = tuner.table(access_bytes=4)
-    assert len(table.rows) == 4 and table.headers[-1] == "fraction of copy"
-    assert table.rows[0][:3] == [32, 1, 4]
-    assert table.rows[0][-1] == pytest.approx(table.rows[0][-2] / 3000.0)
-    assert tuner.describe(best).startswith("copy {") and "of the measured copy" in tuner.describe(best)
+    assert len(table.rows) == 4 and table.rows[0][:3] == [32, 1, 4]
+    if mode.is_simulator():  # simulated times: the time, labelled, and no GB/s or fraction of a ceiling
+        assert table.headers[3:] == ["simulator time (ms)"] and "GB/s not measured in the simulator" in table.notes[0]
+        assert table.rows[0][3] == tuner.cache[(("access_bytes", 4), ("elements_per_thread", 1), ("threads_per_block", 32))].timing.median_ms
+        assert tuner.describe(best).startswith("copy {") and "ms of simulator wall clock; GB/s not measured in the simulator" in \
+            tuner.describe(best)
+        assert not re.search(r"\d GB/s", tuner.describe(best) + str(table))
+    else:
+        assert table.headers[-1] == "fraction of copy"
+        assert table.rows[0][-1] == pytest.approx(table.rows[0][-2] / 3000.0)
+        assert tuner.describe(best).startswith("copy {") and "of the measured copy" in tuner.describe(best)
     with pytest.raises(KeyError, match="another parameter"):
         tuner.series_by("threads_per_block", "threads_per_block")
     with pytest.raises(ValueError, match="nothing measured"):
@@ -168,4 +177,19 @@ def test_widget_builds_and_reruns(copy_arrays):
     assert tuner.calls_made == 2
     note = box.children[0].value
     assert ("Simulator mode" in note) == mode.is_simulator()
+    plt.close("all")
+
+
+def test_sweep_button_says_what_it_did(copy_arrays, capsys):
+    """A sweep that finds every value measured already changes nothing on screen: the widget says so in words."""
+    tuner, _ = make_copy_tuner(copy_arrays, ceilings=GPU_CEILINGS)
+    box = tuner.widget()  # measures 32 (its first configuration)
+    capsys.readouterr()
+    box.tuner_sweep.click()  # measures 64 (outside a notebook the Output area's prints reach stdout)
+    assert tuner.calls_made == 2
+    assert "sweep of threads_per_block: 1 value(s) measured now, 1 taken from the cache" in capsys.readouterr().out
+    box.tuner_sweep.click()  # nothing left to measure
+    again = capsys.readouterr().out.strip().splitlines()[-1]
+    assert tuner.calls_made == 2
+    assert again == "sweep of threads_per_block: all 2 value(s) were measured before (cached), so the plot shows them already"
     plt.close("all")

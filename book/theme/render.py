@@ -144,7 +144,7 @@ class Page:
         return f'<img src="{esc(self.href(node.get("url", "")))}" alt="{esc(node.get("alt", ""))}">'
 
     def n_table(self, node):
-        return f"<table>{self.children(node)}</table>\n"
+        return f'<div class="table-wrap"><table>{self.children(node)}</table></div>\n'  # a wide table scrolls inside the page
 
     def n_tableRow(self, node):
         return f"<tr>{self.children(node)}</tr>\n"

@@ -198,6 +198,7 @@ def main(argv=None) -> int:
 
     from .. import mode, sizes
     from ..errors import DecompositionError
+    from ..report import rate
     from ..timing import effective_bandwidth_gbs
     from . import report, support
 
@@ -249,7 +250,7 @@ def main(argv=None) -> int:
     if rank == 0:
         result.update(mismatches=wrong, verified=wrong == 0, ms=ms, gbs=effective_bandwidth_gbs(nbytes, ms), samples_ms=[1e3 * s for s in samples])
         print(f"{args.method}: {size} ranks, {args.shape[0]} x {args.shape[1]} float32: "
-              f"{'verified' if wrong == 0 else f'{wrong} WRONG elements'}, {ms:.3f} ms, {result['gbs']:.1f} GB/s", flush=True)
+              f"{'verified' if wrong == 0 else f'{wrong} WRONG elements'}, {ms:.3f} ms, {rate(result['gbs'])}", flush=True)
         report(result)
     if args.method == "nccl":
         worker.exchange.close()

@@ -55,6 +55,11 @@ class Report:
         """Every row of the report."""
         return [row for chapter in self.chapters for row in chapter.rows]
 
+    def _repr_html_(self) -> str:
+        from .render import to_html
+
+        return to_html(self.meta, self.chapters, [], {}, fragment=True)
+
 
 def coverage(measured: set[str], plans: dict[int, ChapterPlan] | None = None) -> tuple[list[str], dict[str, list[str]]]:
     """(figures with neither a row nor an explanation, {explanation: figures}) over the whole book table."""

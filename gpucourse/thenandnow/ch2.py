@@ -16,7 +16,7 @@ NOT_MEASURED = {
     r"ch2_event_resolution": "a documented property of CUDA events, quoted in notebook 2.1, not a measurement",
     r"ch2_peakbw_(memclock|buswidth)_.*": "inputs of the peak-bandwidth formula; their result, the peak, has a row",
     r"ch2_limit_(math|mem)_pct_of_base_C2050": "the book's percentages of its own C2050 times; the row 'limiting factor' shows this device's",
-    r"ch2_tab2_1_copy_eccoff_(C2050|K20)": "Table 2.1 with ECC off; rows use the ECC-on figures of the same GPUs (the lent GPUs run with ECC on)",
+    r"ch2_tab2_1_copy_eccoff_(C2050|K20)": "Table 2.1 with ECC off; rows use the ECC-on figures of the same GPUs (the course's GPUs run with ECC on)",
 }
 
 
@@ -67,8 +67,10 @@ def sections(report: chapter2.BenchReport, ctx: Context) -> list[Section]:
                                   [BookCell.of(f"ch2_limit_{kind}_{variant}_{gpu}") for gpu in chapter2.BOOK_GPUS],
                                   _scaled_us(timing, here.n), "us"))
         c = here.classification
-        limit.rows.append(Row(f"limiting factor, {label}", [], f"{c.label} (memory {c.memory_share:.0%}, math {c.math_share:.0%} of base)",
-                              note="; ".join(f"book {gpu}: {chapter2._book_classification(gpu, fastmath).label}" for gpu in chapter2.BOOK_GPUS)))
+        verdict = None if ctx.simulated else f"{c.label} (memory {c.memory_share:.0%}, math {c.math_share:.0%} of base)"
+        limit.rows.append(Row(f"limiting factor, {label}", [], verdict,
+                              note="; ".join(f"book {gpu}: {chapter2._book_classification(gpu, fastmath).label}" for gpu in chapter2.BOOK_GPUS)
+                              + ("; this device: not measured in the simulator" if ctx.simulated else "")))
     for gpu in chapter2.BOOK_GPUS:
         fig = book.figure(f"ch2_effbw_base_fastmath_{gpu}")
         limit.rows.append(Row(f"base kernel effective bandwidth, fast math ({fig.gpu})", [BookCell.of(fig.id)],

@@ -144,7 +144,7 @@ def reduction_rows(ctx: Context) -> list[Section]:
     d = ctx.device
     largest = None if d.simulated else d.max_grid_dim[0] * d.max_threads_per_block
     section.rows.append(Row("largest 1D launch: blocks x threads per block", cells("ch5_reduce_1d_limit_cc1x", "ch5_reduce_1d_limit_cc2x"),
-                            None if largest is None else f"{largest / 1e6:.0f}M", "threads"))
+                            largest, "threads"))
     if ctx.simulated:
         section.rows.append(Row("best hand-written sum of 1 GiB of float32, read bandwidth", [], None, "GB/s", note="measured on a GPU only"))
         return [section]

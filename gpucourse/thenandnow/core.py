@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -29,6 +30,11 @@ def book_copy_ceiling(gpu: str) -> tuple[float, str] | None:
     return None
 
 
+def per_gpu_number(fig: book.BookFigure) -> float:
+    """A book figure's number per GPU: 160.0 for the '2 × 160*' of a dual-GPU board (the K10), else its number."""
+    return dataclasses.replace(fig, value=fig.value.split("×")[-1]).number
+
+
 @dataclass(frozen=True)
 class BookCell:
     """One book figure as a row shows it: value as printed, its GPU, and its fraction of that GPU's ceiling (GB/s figures)."""
@@ -45,9 +51,10 @@ class BookCell:
         fraction = None
         bandwidth = fig.unit.startswith("GB/s") if as_bandwidth is None else as_bandwidth
         ceiling = book_copy_ceiling(fig.gpu) if bandwidth else None
-        if ceiling is not None:
+        # A figure the ceiling itself is (the K10's theoretical peak stands in for its copy) is not set against itself.
+        if ceiling is not None and not (ceiling[1].startswith("its theoretical peak") and "peak" in fig.quantity):
             try:
-                fraction = fig.number / ceiling[0]
+                fraction = per_gpu_number(fig) / ceiling[0]
             except ValueError:
                 fraction = None
         unit = fig.unit.replace(" (printed ms)", "")

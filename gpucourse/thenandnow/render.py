@@ -6,26 +6,48 @@ import base64
 import html
 import io
 
+from ..report import NOT_MEASURED
 from .core import ChapterResult, Row
 
-SIMULATOR_WARNING = ("SIMULATOR MODE: no GPU was used. Every time and bandwidth below measures Python threads in Numba's CUDA "
-                     "simulator at tiny sizes; they are not GPU figures. Run `python -m gpucourse report` on a GPU machine.")
+SIMULATOR_WARNING = ("SIMULATOR MODE: no GPU was used. The simulator runs each CUDA thread as a Python thread at tiny sizes, so "
+                     "no time, bandwidth or speed-up is measured here: the column of this device shows what the simulator can "
+                     "compute (results, errors, counts). Run `python -m gpucourse report` on a GPU machine for its figures.")
 
 
 def number(value) -> str:
-    """A value as the report prints it: 4 significant figures, small values in exponent form, never '0.0' for a tiny one."""
+    """A value as the report prints it: integers in full (grouped from a million on), other values to 4 significant figures.
+
+    Small values take exponent form, never '0.0' for a tiny one; a count, a version code or a byte
+    size is never written in exponent form.
+    """
     if value is None:
         return "—"
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and 1e4 <= abs(value) < 1e6):
+        whole = int(value)
+        return f"{whole:,}" if abs(whole) >= 10**6 else str(whole)
     value = float(value)
+    if value != value:
+        return "—"  # NaN: nothing was measured
     if value == 0:
         return "0"
     if abs(value) < 1e-3 or abs(value) >= 1e6:
         return f"{value:.3e}"
     return f"{value:.4g}"
+
+
+#: Units of quantities measured by timing (times, rates, speed-ups): in the simulator they describe Python threads, not a GPU.
+TIMED_UNITS = frozenset({"us", "ms", "s", "GB/s", "MB/s", "GFLOP/s", "billion/s", "x"})
+
+
+def here_text(row: Row, simulated: bool) -> str:
+    """The row's value on this device, or, in the simulator, 'not measured in the simulator' for a time, a rate or a speed-up."""
+    if simulated and row.here is not None and row.unit.split(" (")[0] in TIMED_UNITS:
+        return NOT_MEASURED
+    return number(row.here)
 
 
 def fraction(value) -> str:
@@ -47,8 +69,19 @@ def book_text(row: Row) -> str:
 HEADERS = ("quantity", "the book (its GPU, fraction of its ceiling)", "this GPU", "unit", "of measured copy", "library anchor", "note")
 
 
-def _cells(row: Row) -> list[str]:
-    return [row.quantity, book_text(row), number(row.here), row.unit, fraction(row.here_fraction), row.anchor or "", row.note]
+def _cells(row: Row, simulated: bool = False) -> list[str]:
+    unit = row.unit.split(" (simulator")[0] if simulated else row.unit
+    return [row.quantity, book_text(row), here_text(row, simulated), unit, fraction(row.here_fraction), row.anchor or "", row.note]
+
+
+def _meta_text(key: str, value) -> str:
+    if key == "driver CUDA version" and isinstance(value, int):
+        from ..environment import format_cuda_version
+
+        return f"{format_cuda_version(value)} ({value})"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
 
 
 def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]]) -> str:
@@ -56,7 +89,7 @@ def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str
     out = [f"# Then and now: the book's figures on {meta['device']}", ""]
     if meta["simulated"]:
         out += [f"> **{SIMULATOR_WARNING}**", ""]
-    out += [f"- {key}: {value}" for key, value in meta.items() if key != "simulated"] + [""]
+    out += [f"- {key}: {_meta_text(key, value)}" for key, value in meta.items() if key != "simulated"] + [""]
     for chapter in chapters:
         out += [f"## Chapter {chapter.number}: {chapter.title}", "", f"*{chapter.seconds:.0f} s*", ""]
         if chapter.error:
@@ -64,7 +97,7 @@ def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str
         for section in chapter.sections:
             out += [f"### {section.title}", "", "| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
             for row in section.rows:
-                out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in _cells(row)) + " |")
+                out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in _cells(row, meta["simulated"])) + " |")
             out += [""] + [f"- {note}" for note in section.notes] + ([""] if section.notes else [])
     out += ["## Book figures without a row", ""]
     if unexplained:
@@ -85,7 +118,7 @@ def to_text(meta: dict, chapters: list[ChapterResult]) -> str:
             out.append(f"  this chapter's measurements failed: {chapter.error}")
         for section in chapter.sections:
             table = Table(list(HEADERS[:-2]) + ["note"], title=section.title, notes=list(section.notes))
-            table.rows = [[*cells[:-2], cells[-1]] for cells in (_cells(row) for row in section.rows)]
+            table.rows = [[*cells[:-2], cells[-1]] for cells in (_cells(row, meta["simulated"]) for row in section.rows)]
             out += ["", str(table)]
     return "\n".join(out) + "\n"
 
@@ -107,14 +140,29 @@ th { background: #f0f0f0; }
 """
 
 
-def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]]) -> str:
-    """The whole report as one HTML page with its plots embedded."""
+def scoped_style(scope: str) -> str:
+    """STYLE for an element of class `scope` only (a report shown inside a notebook or a page keeps the page's own styles)."""
+    rules = [f".{scope} {{ overflow-x: auto; max-width: 100%; }}"]  # in place of the page's body rule: wide tables scroll
+    for rule in STYLE.strip().splitlines():
+        selectors, _, body = rule.partition("{")
+        if selectors.strip() != "body":
+            rules.append(", ".join(f".{scope} {sel.strip()}" for sel in selectors.split(",")) + f" {{{body}")
+    return "\n".join(rules)
+
+
+def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]],
+            fragment: bool = False) -> str:
+    """The whole report as one HTML page with its plots embedded; with `fragment`, as a block to show inside a notebook."""
     e = html.escape
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Then and now: {e(meta['device'])}</title>",
-           f"<style>{STYLE}</style></head><body>", f"<h1>Then and now: the book's figures on {e(meta['device'])}</h1>"]
+    if fragment:
+        out = [f"<div class='gpucourse-report'><style>{scoped_style('gpucourse-report')}</style>",
+               f"<h3>Then and now: the book's figures on {e(meta['device'])}</h3>"]
+    else:
+        out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Then and now: {e(meta['device'])}</title>",
+               f"<style>{STYLE}</style></head><body>", f"<h1>Then and now: the book's figures on {e(meta['device'])}</h1>"]
     if meta["simulated"]:
         out.append(f"<p class='warning'>{e(SIMULATOR_WARNING)}</p>")
-    out.append("<table class='meta'>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in meta.items()
+    out.append("<table class='meta'>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(_meta_text(k, v))}</td></tr>" for k, v in meta.items()
                                                  if k != "simulated") + "</table>")
     out.append("<ul>" + "".join(f"<li><a href='#ch{c.number}'>Chapter {c.number}: {e(c.title)}</a> ({len(c.rows)} rows)</li>"
                                 for c in chapters) + "</ul>")
@@ -125,7 +173,7 @@ def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], e
         for section in chapter.sections:
             out.append(f"<h3>{e(section.title)}</h3><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADERS) + "</tr>")
             for row in section.rows:
-                out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in _cells(row)) + "</tr>")
+                out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in _cells(row, meta["simulated"])) + "</tr>")
             out.append("</table>")
             out += [f"<p><small>{e(note)}</small></p>" for note in section.notes]
             if section.figure is not None:
@@ -135,5 +183,5 @@ def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], e
         out.append(f"<li><b>not measured and not explained</b>: {e(', '.join(unexplained))}</li>")
     for reason, ids in sorted(explained.items()):
         out.append(f"<li>{e(reason)}: {len(ids)} figure(s) <small>({e(', '.join(ids))})</small></li>")
-    out.append("</ul></body></html>")
+    out.append("</ul></div>" if fragment else "</ul></body></html>")
     return "\n".join(out)
