@@ -44,9 +44,9 @@ def elements_beyond_l2(itemsize: int, at_least: int = 1 << 20) -> int:
     return max(at_least, -(-L2_FACTOR * l2 // itemsize))
 
 
-def gpu_only_note(exercise: str, what: str) -> None:
-    """In the simulator, say in one line (not a check mark) that `what` is judged only on a GPU."""
-    print(f"\u23f1 {exercise}: {what} is judged only on a GPU (simulator times are Python's, not a GPU's).")
+def gpu_only_note(exercise: str, what: str, verb: str = "is", reason: str = "simulator times are Python's, not a GPU's") -> None:
+    """In the simulator, say in one line (not a check mark) that `what` is judged only on a GPU, and why."""
+    print(f"\u23f1 {exercise}: {what} {verb} judged only on a GPU ({reason}).")
 
 
 def check_beyond_l2(bytes_per_array: int, what: str) -> None:

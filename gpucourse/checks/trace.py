@@ -786,6 +786,43 @@ def float64_advice(evidence: str) -> str:
             "numpy.float32 values.")
 
 
+def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
+    """Where a scalar function (the element function of a ufunc) first makes a float64 from float32 arguments, as Numba types it.
+
+    The function is made again with its number literals, and the Python numbers it reads from its
+    globals, as NumPy float64 / int64 scalars (Numba's types), and run once on `arguments` with
+    Python's line tracing: the first line after which a local variable, or the returned value, is a
+    float64 is the line that widened the arithmetic. Runs in either mode (it is plain Python).
+    Returns (file, line), or None if every value stayed float32.
+    """
+    python = getattr(function, "py_func", None) or function
+    code = _typed_constants(python.__code__)
+    names = {name: (_TypedMath() if value is math else _numba_typed(value)) for name, value in python.__globals__.items()}
+    cells = tuple(types.CellType(_numba_typed(c.cell_contents)) for c in python.__closure__ or ())
+    typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
+    found: list[int] = []
+    wide = (np.float64, np.complex128)
+
+    def watch(frame, event, arg):
+        if frame.f_code is not code or found:
+            return watch if frame.f_code is code else None
+        if event == "line" and watch.previous and any(isinstance(v, wide) for v in frame.f_locals.values()):
+            found.append(watch.previous)
+        elif event == "return" and isinstance(arg, wide):
+            found.append(frame.f_lineno)
+        watch.previous = frame.f_lineno
+        return watch
+
+    watch.previous = 0
+    previous = sys.gettrace()
+    sys.settrace(watch)
+    try:
+        typed(*arguments)
+    finally:
+        sys.settrace(previous)
+    return (python.__code__.co_filename, found[0]) if found else None
+
+
 # ---------------------------------------------------------------------------------------------
 # Judging a trace: the checks' verdicts in words
 
