@@ -135,7 +135,8 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     problems = run.problems + array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5)
     small = random_array((64, WIDE), np.float32, seed=34)
     arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", small)]
-    trace, note = trace_naming_races(wide_row_sums, arguments, problems, "Exercise 3.3")
+    trace, note = trace_naming_races(wide_row_sums, arguments, problems, "Exercise 3.3",
+                                     "The warp copies all 32 rows of its block into the tile before any thread sums one.")
     fail(problems, "Exercise 3.3")
     checked, racecheck_note = racecheck_problems(wide_row_sums, arguments)
     problems += checked

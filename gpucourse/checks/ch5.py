@@ -123,7 +123,8 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
         if found:
             tails[n] = _lost_tail_blocks(got, host)
             problems += found
-    trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), problems, "Exercise 5.1")
+    trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), problems, "Exercise 5.1",
+                                     "A thread with no element of its own stores 0 in its slot.")
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
         block = max(blocks)
@@ -238,7 +239,8 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
     n_small = PATTERN_THREADS + 77
     arguments = [("traced", "x", _exact_integer_data(n_small, seed=520)), ("traced", "partial", np.zeros(2, np.float32)),
                  ("value", "threads_per_block", PATTERN_THREADS)]
-    trace, note = trace_naming_races(block_sums, arguments, problems, "Exercise 5.2")
+    trace, note = trace_naming_races(block_sums, arguments, problems, "Exercise 5.2",
+                                     "A thread whose element is past the end of x stores 0 in its slot.")
     fail(problems, "Exercise 5.2")
     if trace is not None:
         problems += _tree_pattern_problems(trace) + float64_problems(trace)

@@ -48,14 +48,18 @@ def hazard(trace: Trace | None) -> str | None:
 
 
 def trace_naming_races(entry: Callable, arguments: Sequence[tuple[str, str, object]], problems: list[str],
-                       exercise: str) -> tuple[Trace | None, str]:
-    """`trace_of` with shared memory; if the trace shows a hazard (`hazard`), fail with it alone: it is the cause of wrong values."""
+                       exercise: str, unwritten_hint: str = "") -> tuple[Trace | None, str]:
+    """`trace_of` with shared memory; if the trace shows a hazard (`hazard`), fail with it alone: it is the cause of wrong values.
+
+    `unwritten_hint` follows the words for a shared slot read before anyone wrote it: what the exercise's kernel should store.
+    """
     from . import fail
 
     trace, note = trace_of(entry, arguments, shared=True)
     found = hazard(trace)
     if found:
-        fail([found], exercise)
+        unwritten = trace is not None and found == uninitialised_shared_read(trace)
+        fail([f"{found} {unwritten_hint}" if unwritten and unwritten_hint else found], exercise)
     return trace, note
 
 

@@ -199,8 +199,12 @@ def poison_fill(array: np.ndarray) -> None:
 
 
 @contextlib.contextmanager
-def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[_AccessLog]:
-    """Log accesses to traced arrays (and, if `shared`, to shared arrays), barriers and launches made inside the block."""
+def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool = False) -> Iterator[_AccessLog]:
+    """Log accesses to traced arrays (and, if `shared`, to shared arrays), barriers and launches made inside the block.
+
+    With `typed`, thread and block indices are int32 and cuda.grid / cuda.gridsize int64, as Numba types them (so that
+    float32 * threadIdx.x is float64 here too).
+    """
     if not mode.is_simulator():
         raise RuntimeError("memory accesses can only be watched in the simulator")
     from numba.cuda.simulator import kernel as simulated
@@ -247,6 +251,26 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
         return atomic
 
     atomics = {name: value for name, value in vars(kernelapi.FakeCUDAAtomic).items() if callable(value) and not name.startswith("__")}
+    module = kernelapi.FakeCUDAModule
+    untyped = {name: vars(module)[name] for name in ("__init__", "threadIdx", "blockIdx", "grid", "gridsize")}
+
+    def int32_dims(dims):
+        return kernelapi.Dim3(*(np.int32(v) for v in dims))
+
+    def int64s(value):
+        return tuple(np.int64(v) for v in value) if isinstance(value, tuple) else np.int64(value)
+
+    def typed_init(self, grid_dim, block_dim, dynshared_size):
+        untyped["__init__"](self, grid_dim, block_dim, dynshared_size)
+        self.gridDim, self.blockDim = int32_dims(self.gridDim), int32_dims(self.blockDim)
+
+    typed_members = {
+        "__init__": typed_init,
+        "threadIdx": property(lambda self: int32_dims(threading.current_thread().threadIdx)),
+        "blockIdx": property(lambda self: int32_dims(threading.current_thread().blockIdx)),
+        "grid": lambda self, n: int64s(untyped["grid"](self, n)),
+        "gridsize": lambda self, n: int64s(untyped["gridsize"](self, n)),
+    }
 
     def recorded_call(self, *args):
         if not (self._device or simulated._kernel_context):
@@ -267,6 +291,9 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
     simulated.FakeCUDAKernel.__call__ = recorded_call
     for name, function in atomics.items():
         setattr(kernelapi.FakeCUDAAtomic, name, marked(function))
+    if typed:
+        for name, member in typed_members.items():
+            setattr(module, name, member)
     try:
         yield log
     finally:
@@ -277,6 +304,8 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
         simulated.FakeCUDAKernel.__call__ = original_call
         for name, function in atomics.items():
             setattr(kernelapi.FakeCUDAAtomic, name, function)
+        for name, member in untyped.items():
+            setattr(module, name, member)
 
 
 @contextlib.contextmanager
@@ -444,9 +473,8 @@ def uninitialised_shared_read(trace: Trace) -> str | None:
             written.add(key)
         elif key not in written:
             return (f"thread {access.thread} of {_block_text(access.block)} reads {_index_text('shared', access.element, trace.shapes)} "
-                    f"at {_line_text(access.where)} before any thread of the block wrote it: shared memory starts with "
-                    "whatever the last block left there. Every slot the kernel reads must be written first (a thread "
-                    "with no element of its own stores 0), before a cuda.syncthreads().")
+                    f"at {_line_text(access.where)} before any thread of the block wrote it: shared memory starts with whatever "
+                    "was there before. Every slot the kernel reads must be written first, then a cuda.syncthreads().")
     return None
 
 
@@ -614,6 +642,14 @@ def _typed_constants(code: types.CodeType) -> types.CodeType:
     return code.replace(co_consts=tuple(constants))
 
 
+def _numba_complex(real=0, imag=None):
+    """complex() as Numba types it: complex64 from float32 values, complex128 otherwise."""
+    imag = real.dtype.type(0) if imag is None and isinstance(real, np.float32) else (0 if imag is None else imag)
+    if isinstance(real, np.float32) and isinstance(imag, np.float32):
+        return np.complex64(complex(real, imag))
+    return np.complex128(complex(real, imag))
+
+
 def _numba_typed(value):
     """A Python number as Numba freezes a global or a closure variable in a kernel: float64, int64 or complex128."""
     kinds = {float: np.float64, int: np.int64, complex: np.complex128}
@@ -647,6 +683,8 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
     from numba import cuda
 
     namespace: dict = {"__builtins__": builtins}
+    if typed_constants:
+        namespace.update(complex=_numba_complex, float=np.float64)
     made: dict[str, object] = {}
     options = dict(jit_options or {})
 
@@ -711,7 +749,7 @@ def _trace_here(payload: dict, arguments, shared: bool) -> Trace:
     """Rebuild and run the launcher in this (simulator) process, traced."""
     launcher = _rebuild(payload, typed_constants=True)
     prepared = _prepared(arguments)
-    with trace_accesses(shared=shared) as log:
+    with trace_accesses(shared=shared, typed=True) as log:
         launcher(*prepared)
     return log.trace()
 
