@@ -25,7 +25,7 @@ from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .runs import race_repeats, run_checked
-from .speed import elements_beyond_l2, gpu_only_note
+from .speed import elements_beyond_l2, gpu_only_note, record
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
     Access,
     ReplayError,
@@ -85,9 +85,9 @@ def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
                                 lambda: _scale_reference[grid, (32, 8)](out, a_device, factor), 2 * a.nbytes, a.nbytes,
                                 "How far apart are the elements that the 32 threads of a warp read?")
     fail(slow, "Exercise 3.1")
-    sectors = sectors_per_request(trace.accesses, "a", 4) if trace is not None else float("nan")
-    passed(f"Exercise 3.1: scale_matrix is right on a {rows} x {cols} matrix, and each warp request touches {sectors:.1f} "
-           f"sectors of 32 bytes{speed}{note}.")
+    sectors = (f", and each warp request touches {sectors_per_request(trace.accesses, 'a', 4):.1f} sectors of 32 bytes"
+               if trace is not None else "")
+    passed(f"Exercise 3.1: scale_matrix is right on a {rows} x {cols} matrix{sectors}{speed}{note}.")
     speed_note("Exercise 3.1", "scale_matrix")
 
 
@@ -250,6 +250,10 @@ def _stream_problems(p, calls: list[tuple]) -> list[str]:
     return []
 
 
+#: Exercise 3.4's bar: the overlapped version at least this many times faster than the sequential one (GPU only).
+OVERLAP_SPEEDUP = 1.15
+
+
 def check_overlapped(overlapped: Callable[..., object]) -> None:
     """Exercise 3.4: `overlapped(p)` runs the StagedPipeline p chunk by chunk on its streams, and beats the sequential version."""
     from numba import cuda as numba_cuda
@@ -289,7 +293,7 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
     sequential = benchmark(lambda: transfers.run_sequential(p), repeat=5)
     mine = benchmark(lambda: overlapped(p), repeat=5)
     speedup = sequential.median_ms / mine.median_ms
-    if speedup < 1.15:
+    if not record("Exercise 3.4", speedup, OVERLAP_SPEEDUP):
         fail([f"overlapped takes {mine.median_ms:.3f} ms against {sequential.median_ms:.3f} ms for the sequential version "
               f"({speedup:.2f}x): the copies and kernels do not overlap. Put each chunk on its own stream (p.streams[k]), "
               "pass stream= to every copy and launch, and do not synchronize inside the function."], "Exercise 3.4")
@@ -399,15 +403,15 @@ def _gpu_kernel_problems(make_ufunc, make_elementwise, make_reduction, x, y) -> 
     if problems:
         return problems, ""
     nbytes = 3 * 4 * n
-    slow, speed_ufunc = speed_verdict("Exercise 3.7.1", "CUDA ufunc", lambda: ufunc(x_device, y_device, out=d_device),
+    slow, speed_ufunc = speed_verdict("Exercise 3.7.1 (CUDA ufunc)", "CUDA ufunc", lambda: ufunc(x_device, y_device, out=d_device),
                                       lambda: _rel_diff_kernel[-(-n // 256), 256](d_device, x_device, y_device), nbytes, 4 * n,
                                       "Is it called on device arrays, with out= a device array (no copies, no allocation)?")
     problems += slow
-    slow, speed_elementwise = speed_verdict("Exercise 3.7.1", "ElementwiseKernel", lambda: elementwise(x_cupy, y_cupy, d_cupy),
+    slow, speed_elementwise = speed_verdict("Exercise 3.7.1 (ElementwiseKernel)", "ElementwiseKernel", lambda: elementwise(x_cupy, y_cupy, d_cupy),
                                             lambda: _rel_diff_kernel[-(-n // 256), 256](d_device, x_device, y_device), nbytes, 4 * n,
                                             "Are its inputs and output float32?")
     problems += slow
-    slow, speed_reduction = speed_verdict("Exercise 3.7.1", "ReductionKernel", lambda: reduction(d_cupy),
+    slow, speed_reduction = speed_verdict("Exercise 3.7.1 (ReductionKernel)", "ReductionKernel", lambda: reduction(d_cupy),
                                           lambda: _max_reference()(d_cupy), 4 * n, 4 * n, "Does it reduce float32 values with max?")
     problems += slow
     return problems, (f"; on this GPU the ufunc reaches {speed_ufunc[2:]}, the ElementwiseKernel {speed_elementwise[2:]}, the "

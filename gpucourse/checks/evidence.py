@@ -115,6 +115,6 @@ def speed_verdict(exercise: str, what: str, mine: Callable[[], object], referenc
     if mode.is_simulator():
         return [], ""
     comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
-    record(exercise, comparison, slowest)
+    record(exercise, comparison.ratio, slowest)
     problem = speed_problem(comparison, what, where_to_look, slowest)
     return ([problem] if problem else []), "; " + comparison.summary()

@@ -112,10 +112,10 @@ def compare_speed(mine: Callable[[], object], reference: Callable[[], object], b
     return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs, paired)
 
 
-def record(exercise: str, comparison: SpeedComparison, bar: float) -> bool:
-    """Add one comparison to `history()`; True if it passed its bar."""
-    passed = comparison.ratio >= bar
-    _HISTORY.append({"exercise": exercise, "ratio": round(comparison.ratio, 4), "bar": bar, "passed": passed})
+def record(exercise: str, ratio: float, bar: float) -> bool:
+    """Add one speed comparison to `history()` (`ratio`: the student's speed over the reference's); True if it reaches `bar`."""
+    passed = ratio >= bar
+    _HISTORY.append({"exercise": exercise, "ratio": round(float(ratio), 4), "bar": bar, "passed": passed})
     return passed
 
 
