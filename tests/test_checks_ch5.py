@@ -163,8 +163,7 @@ def test_gpu_sum_names_the_cause():
 
 def make_block_sums(kernel):
     def block_sums(x, partial, threads_per_block):
-        blocks = (x.shape[0] + threads_per_block - 1) // threads_per_block
-        kernel[blocks, threads_per_block, 0, 4 * threads_per_block](x, partial)
+        kernel[partial.size, threads_per_block, 0, 4 * threads_per_block](x, partial)
 
     return block_sums
 
@@ -173,8 +172,10 @@ def make_block_sums(kernel):
 def tree(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -190,8 +191,10 @@ def tree(x, partial):
 def tree_barrier_in_branch(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -207,8 +210,10 @@ def tree_barrier_in_branch(x, partial):
 def tree_no_barrier_in_loop(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -223,8 +228,10 @@ def tree_no_barrier_in_loop(x, partial):
 def tree_no_barrier_after_store(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     step = cuda.blockDim.x // 2
     while step > 0:
         if t < step:
@@ -239,7 +246,12 @@ def tree_no_barrier_after_store(x, partial):
 def tree_unguarded(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    tile[t] = x[cuda.grid(1)]
+    total = float32(0)
+    i = cuda.grid(1)
+    while i < x.size + cuda.gridsize(1):  # one step too many: reads past the end of x
+        total += x[i]
+        i += cuda.gridsize(1)
+    tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -256,8 +268,11 @@ def tree_tail_not_zeroed(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
     i = cuda.grid(1)
-    if i < x.size:
-        tile[t] = x[i]
+    if i < x.size:  # only threads with an element store one: the others leave their slot as it was
+        total = float32(0)
+        for k in range(i, x.size, cuda.gridsize(1)):
+            total += x[k]
+        tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -273,8 +288,10 @@ def tree_tail_not_zeroed(x, partial):
 def tree_fixed_256(x, partial):
     tile = cuda.shared.array(256, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -290,8 +307,10 @@ def tree_fixed_256(x, partial):
 def tree_interleaved(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
     step = 1
     while step < cuda.blockDim.x:
@@ -307,8 +326,10 @@ def tree_interleaved(x, partial):
 def tree_strided_index(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
     step = 1
     while step < cuda.blockDim.x:
@@ -323,20 +344,23 @@ def tree_strided_index(x, partial):
 
 @cuda.jit
 def thread_zero_alone(x, partial):
-    i = cuda.grid(1)
-    if cuda.threadIdx.x == 0:
+    if cuda.threadIdx.x == 0:  # thread 0 adds the block's share alone
         total = float32(0)
-        for k in range(i, min(i + cuda.blockDim.x, x.size)):
-            total += x[k]
+        for start in range(cuda.blockIdx.x * cuda.blockDim.x, x.size, cuda.gridsize(1)):
+            for k in range(start, min(start + cuda.blockDim.x, x.size)):
+                total += x[k]
         partial[cuda.blockIdx.x] = total
 
 
 @cuda.jit
-def tree_float64(x, partial):
+def own_stretch(x, partial):
     tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] * 1.0 if i < x.size else 0.0  # 1.0 is a float64 literal
+    per_thread = (x.size + cuda.gridsize(1) - 1) // cuda.gridsize(1)
+    total = float32(0)
+    for k in range(cuda.grid(1) * per_thread, min((cuda.grid(1) + 1) * per_thread, x.size)):  # a stretch of its own: uncoalesced
+        total += x[k]
+    tile[t] = total
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
     while step > 0:
@@ -345,7 +369,43 @@ def tree_float64(x, partial):
         cuda.syncthreads()
         step //= 2
     if t == 0:
-        partial[cuda.blockIdx.x] = tile[0] * 1.0
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def first_element_only(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i] if i < x.size else float32(0)  # no grid-stride loop: one element per thread
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def tree_float64(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    total = 0.0  # a float64 accumulator
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
 
 
 def test_block_sums(capsys):
@@ -361,12 +421,14 @@ def test_block_sums(capsys):
     (tree_no_barrier_in_loop, r"a race on shared memory.*tile\[t\] \+= tile\[t \+ step\]"),
     (tree_no_barrier_after_store, r"a race on shared memory.*A barrier is missing after line"),
     (tree_unguarded, "past (its|the) end"),
-    (tree_tail_not_zeroed, r"reads shared\[\d+\] at line \d+ .* before any thread of the block wrote it"),
+    (tree_tail_not_zeroed, r"reads shared\[\d+\] at line \d+ .* before any thread of the block wrote it.*stores its total"),
+    (first_element_only, "each thread added only its first element.*grid-stride loop"),
+    (own_stretch, r"add up to the sum of x, but each block summed other elements.*uncoalesced"),
     (tree_fixed_256, r"declares a shared array of 256 elements, fixed in the kernel.*cuda.shared.array\(0, float32\)"),
     (tree_interleaved, r"the tree diverges.*threads t < step"),
     (tree_strided_index, r"passes on average.*bank conflicts"),
     (thread_zero_alone, "uses no shared memory"),
-    (tree_float64, r"float64 values were stored into a float32 array at line \d+ \(`tile\[t\] = x\[i\] \* 1.0"),
+    (tree_float64, r"float64 values were stored into a float32 array at line \d+ \(`tile\[t\] = total"),
 ])
 def test_block_sums_mistakes_are_named(kernel, cause):
     with pytest.raises(CheckFailed, match=cause) as failed:

@@ -27,16 +27,16 @@ import numpy as np
 from .. import mode, summation
 from ..arrays import random_array, to_device, to_host
 from ..kernels.reductions import atomic_sum as reference_atomic_sum
-from ..kernels.reductions import partial_sum_kernel
+from ..kernels.reductions import partial_sum_kernel, resident_blocks
 from ..options import EuropeanOption, black_scholes, payoffs_reference
 from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
 from . import array_problems, fail, passed, run_guarded
-from .evidence import float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
+from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2
-from .trace import atomics_per_launch, divergent_warp_levels, lanes_per_request, shared_passes_per_request
+from .trace import atomics_per_launch, divergent_warp_levels, shared_passes_per_request
 
 #: Block sizes a student's launch might have used, for recognising a lost tail.
 BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -137,15 +137,15 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Exercise 5.2: the tree inside a block, sized by the launch
+# Exercise 5.2: each block's sum, a grid-stride loop and a tree sized by the launch
 
 
-def block_sums_reference(x: np.ndarray, threads_per_block: int) -> np.ndarray:
-    """Each block's sum of `threads_per_block` elements of x (zeros past its end), in float64 then rounded to float32."""
-    blocks = -(-x.size // threads_per_block)
-    values = np.zeros(blocks * threads_per_block, np.float64)
+def block_sums_reference(x: np.ndarray, blocks: int, threads_per_block: int) -> np.ndarray:
+    """Each block's sum when thread t of block b adds x[i] for i = b * T + t, then i + blocks * T, ... (float64, then float32)."""
+    stride = blocks * threads_per_block
+    values = np.zeros(-(-x.size // stride) * stride, np.float64)
     values[:x.size] = x
-    return values.reshape(blocks, threads_per_block).sum(axis=1).astype(np.float32)
+    return values.reshape(-1, blocks, threads_per_block).sum(axis=(0, 2)).astype(np.float32)
 
 
 def _block_sizes() -> tuple[int, ...]:
@@ -184,11 +184,15 @@ PATTERN_THREADS = 128
 
 
 def _tree_pattern_problems(trace) -> list[str]:
-    """How the tree works, from the trace: shared memory used, divergent warps, bank conflicts, lanes per load of x."""
+    """How the block sums, from the trace: coalesced loads, shared memory used, divergent warps, bank conflicts."""
+    problems = coalescing_problems(trace, "x", trace.shapes.get("x", (0,)),
+                                   "Let the threads of a block take neighbouring elements at every step of the grid-stride loop: "
+                                   "i = cuda.grid(1), then i += cuda.gridsize(1).")
+    if problems:
+        return problems
     if "shared" not in trace.shapes:
         return ["the kernel uses no shared memory: the exercise asks for a tree in a shared array, one value per thread, "
                 "where half the threads add the other half's values at each level."]
-    problems = []
     divergent, levels = divergent_warp_levels(trace)
     if divergent > levels:
         problems.append(f"the tree diverges: in {divergent} warp-levels of {levels} levels (blocks of {PATTERN_THREADS} threads) only "
@@ -199,48 +203,50 @@ def _tree_pattern_problems(trace) -> list[str]:
         problems.append(f"the tree's shared-memory requests need {passes:.1f} passes on average (1 without bank conflicts): the "
                         "active threads touch words a power of two apart (index = 2 * step * t). Add tile[t + step] into tile[t] "
                         "for t < step instead, so that a warp touches neighbouring words.")
-    lanes = lanes_per_request(trace, "x")
-    if lanes < 16:
-        problems.append(f"a warp's loads of x use {lanes:.1f} of its 32 lanes on average: let every thread load its own element "
-                        "(i = cuda.grid(1)), so that one request brings 32 neighbours.")
     return problems
 
 
 def check_block_sums(block_sums: Callable[..., object]) -> None:
-    """Exercise 5.2: `block_sums(x, partial, threads_per_block)` writes each block's sum of its threads_per_block elements of x
-    (zero past the end) into partial[block], through a shared-memory tree sized by the launch."""
+    """Exercise 5.2: `block_sums(x, partial, threads_per_block)` launches partial.size blocks; thread t of block b adds x[i] for
+    i = b * T + t, b * T + t + grid size, ...; each block's tree in a shared array sized by the launch writes partial[b]."""
     problems: list[str] = []
-    for threads in _block_sizes():
+    first = _block_sizes()[0]
+    cases = [(first, first + first // 3)] + [(threads, None) for threads in _block_sizes()]  # fewer elements than threads first
+    for threads, n in cases:
         problems = _fixed_shared_problems(block_sums, threads)
         if problems:
             break
-        n = (2 if threads >= 512 else 5) * threads + threads // 2 + 3  # a partial last block
-        blocks = -(-n // threads)
+        blocks = 2 if threads >= 512 else 3
+        n = n or 2 * blocks * threads + threads // 2 + 3  # two rounds of the grid-stride loop and a partial third
         host = _exact_integer_data(n, seed=52 + threads)
         padded = np.concatenate([host, np.full(threads, 1e6, np.float32)])  # what a read past the end of x would find on a GPU
         x = to_device(padded)[:n]
         run = run_checked(lambda partial, xx, t=threads: block_sums(xx, partial, t), (blocks,), np.float32, x, repeats=race_repeats())
-        want = block_sums_reference(host, threads)
+        want = block_sums_reference(host, blocks, threads)
         if any("indexed outside" in p for p in run.problems):
-            problems = [f"the last block read x past its end ({n} elements): threads whose element is >= x.size must contribute 0."]
+            problems = [f"a thread read x past its end ({n} elements): the grid-stride loop runs while i < x.size."]
             break
-        found = run.problems + array_problems(run.got, want, what=f"partial ({threads} threads per block)", rtol=0.0,
-                                              coverage_hint="One block per threads_per_block elements, rounded up; thread 0 of each "
-                                                            "block writes partial[cuda.blockIdx.x].")
-        if found and run.got.shape == want.shape:
-            last = run.got[-1]
-            if not np.isnan(last) and last >= 1e6:
-                found = ["the last block's sum includes values past the end of x: threads whose element is >= x.size must contribute 0."]
-            elif np.array_equal(run.got[:-1], want[:-1]):
-                found.append("only the last, partial block is wrong: its threads past the end of x must put 0 into the tile.")
+        found = run.problems + array_problems(run.got, want, what=f"partial ({blocks} blocks of {threads} threads)", rtol=0.0,
+                                              coverage_hint="Launch partial.size blocks; thread 0 of each block writes "
+                                                            "partial[cuda.blockIdx.x].")
+        if found and run.got.shape == want.shape and not np.isnan(run.got).any():
+            if run.got.max() >= 1e6:
+                found = ["a block's sum includes values past the end of x: the grid-stride loop runs while i < x.size."]
+            elif float(run.got.astype(np.float64).sum()) == float(host.astype(np.float64).sum()):
+                found = ["the blocks' sums add up to the sum of x, but each block summed other elements than the grid-stride loop "
+                         "gives it: thread t of block b takes x[i] for i = b * threads_per_block + t, then i + cuda.gridsize(1), "
+                         "... (a thread that sums a stretch of its own also reads uncoalesced)."]
+            elif np.array_equal(run.got, block_sums_reference(host[:blocks * threads], blocks, threads)):
+                found = [f"each thread added only its first element: with {blocks} blocks of {threads} threads and {n} elements, "
+                         "a thread adds x[i], x[i + cuda.gridsize(1)], ... while i < x.size (a grid-stride loop)."]
         problems = found
         if found:
             break
-    n_small = PATTERN_THREADS + 77
+    n_small = PATTERN_THREADS + 77  # the second block has threads with no element
     arguments = [("traced", "x", _exact_integer_data(n_small, seed=520)), ("traced", "partial", np.zeros(2, np.float32)),
                  ("value", "threads_per_block", PATTERN_THREADS)]
     trace, note = trace_naming_races(block_sums, arguments, problems, "Exercise 5.2",
-                                     "A thread whose element is past the end of x stores 0 in its slot.")
+                                     "Every thread stores its total in its slot, before the barrier.")
     fail(problems, "Exercise 5.2")
     if trace is not None:
         problems += _tree_pattern_problems(trace) + float64_problems(trace)
@@ -249,24 +255,25 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
     fail(checked, "Exercise 5.2")
     slow, speed = _block_sums_speed(block_sums)
     fail(slow, "Exercise 5.2")
-    passed(f"Exercise 5.2: every block's tree sums its elements exactly with {', '.join(map(str, _block_sizes()))} threads per "
-           f"block (a partial last block, {race_repeats()} runs each), with a barrier at each level and contiguous active "
-           f"threads{sanitizer_note}{speed}{note}.")
+    passed(f"Exercise 5.2: every block's sum is exact with {', '.join(map(str, _block_sizes()))} threads per block "
+           f"({race_repeats()} runs each, a partial last round), coalesced loads, a barrier at each level of the tree and "
+           f"contiguous active threads{sanitizer_note}{speed}{note}.")
     speed_note("Exercise 5.2", "block sums")
 
 
 def _block_sums_speed(block_sums: Callable[..., object]) -> tuple[list[str], str]:
-    """On a GPU, block_sums with 256 threads beside chapter 5's tree kernel (one element per thread), on an array beyond L2."""
+    """On a GPU, block_sums with 256 threads beside chapter 5's tree kernel, the same grid filling the GPU, on an array beyond L2."""
     if not mode.on_gpu():
         return [], ""
     n = elements_beyond_l2(4)
     threads = 256
+    blocks = resident_blocks(threads, n)
     x = to_device(_exact_integer_data(n, seed=529))
-    partial = to_device(np.zeros(-(-n // threads), np.float32))
+    partial = to_device(np.zeros(blocks, np.float32))
     tree = partial_sum_kernel("tree", "float32")
     return speed_verdict("Exercise 5.2", "block sums", lambda: block_sums(x, partial, threads),
-                         lambda: tree[-(-n // threads), threads, 0, 4 * threads](x, partial), 4 * n, 4 * n,
-                         "Does each thread load its element once, coalesced, and does the tree halve contiguous active threads?")
+                         lambda: tree[blocks, threads, 0, 4 * threads](x, partial), 4 * n, 4 * n,
+                         "Do the threads of a block load neighbouring elements at every step of the grid-stride loop?")
 
 
 # ---------------------------------------------------------------------------------------------
