@@ -119,7 +119,7 @@ def derivative_launcher(mistake=None):
     ("real factor", "multiply by i k"),
     ("one block", "never written"),
     ("rows fastest", r"reads of spectrum are not coalesced.*walk the columns"),
-    ("float64", r"float64 values were stored into a float32 array at line \d+ \(`out\[r, i\] = spectrum\[r, i\] \* complex"),
+    ("float64", r"complex128 values were stored into a complex64 array at line \d+ \(`out\[r, i\] = spectrum\[r, i\] \* complex"),
 ])
 def test_derivative_spectrum_mistakes(mistake, message):
     with pytest.raises(CheckFailed, match=message):

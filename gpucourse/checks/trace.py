@@ -80,7 +80,7 @@ class Trace:
 
     accesses: list[Access]
     launches: list[Launch] = field(default_factory=list)
-    float64_stores: dict[str, int] = field(default_factory=dict)
+    float64_stores: dict[str, int] = field(default_factory=dict)  # "array (its dtype)" -> float64 or complex128 values stored
     float64_lines: list[tuple[str, int]] = field(default_factory=list)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: (launch, block, thread) -> the (file, line) of each cuda.syncthreads() the thread reached, in order
@@ -128,7 +128,7 @@ class _AccessLog:
             self.entries.append((array, tuple(thread.blockIdx), tuple(thread.threadIdx), block_dim, element, write, epoch, where,
                                  launch, atomic))
             if write and narrow and isinstance(value, (np.float64, np.complex128, complex)):
-                self.float64_stores[array] += 1
+                self.float64_stores[f"{array} ({'complex64' if isinstance(value, complex) else 'float32'})"] += 1
                 self.float64_lines.add(where)
 
     def accesses(self) -> list[Access]:
@@ -813,6 +813,10 @@ def float64_message(trace: Trace) -> str | None:
     if not trace.float64_stores:
         return None
     lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_lines[:3])
+    if all(key.endswith("(complex64)") for key in trace.float64_stores):
+        return float64_advice(f"complex128 values were stored into a complex64 array at {lines}") + (
+            " A complex number built from float64 parts, or multiplied by a Python complex such as 1j, is complex128: build it "
+            "with np.complex64(complex(re, im)) from float32 parts.")
     return float64_advice(f"float64 values were stored into a float32 array at {lines}")
 
 
