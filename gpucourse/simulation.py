@@ -10,7 +10,11 @@ The simulator of numba-cuda 0.30 also lacks the warp shuffles (`cuda.shfl_down_s
 Its `cuda.shared.array` is not thread-safe either: the first threads of a block to reach the line can
 each allocate an array of their own, so that they write a tile the others never read (the stencil
 tiles of chapters 6 and 7 came out with garbage now and then). `serialize_shared_arrays` makes the
-first allocation happen once per block.
+first allocation happen once per block, and gives each block arrays of its own.
+
+Finally, the simulator runs the blocks of a grid one after another, so that a race between blocks
+(two blocks updating one element of global memory without an atomic) never shows there.
+`interleaved_blocks` runs the blocks of each launch at the same time, as a GPU does.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import contextlib
 import functools
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -166,16 +171,29 @@ _SHARED_LOCK = threading.Lock()
 
 
 def _shared_array(self, shape, dtype, alignment=None):
-    """`cuda.shared.array` in the simulator: one array per block and source line, allocated under a lock."""
-    if shape == 0 or alignment is not None:  # dynamic shared memory, or a refusal: the simulator's own code
+    """`cuda.shared.array` in the simulator: one array per block and source line, allocated under a lock.
+
+    Dynamic shared memory (shape 0) is one buffer per block, of the launch's size, that every dynamic
+    array of the block views (as on a GPU). Keyed by block, so that blocks running at once
+    (`interleaved_blocks`) do not share memory.
+    """
+    if alignment is not None:  # a refusal: the simulator's own code says why
         return _SIMULATOR_SHARED_ARRAY(self, shape, dtype, alignment)
     from numba.core import types
     from numba.np import numpy_support
 
     if isinstance(dtype, types.Type):  # a Numba type such as float32
         dtype = numpy_support.as_dtype(dtype)
+    dtype = np.dtype(dtype)
+    block = tuple(getattr(threading.current_thread(), "blockIdx", ()))
+    if shape == 0:
+        with _SHARED_LOCK:
+            buffer = self._allocations.get(("dynamic", block))
+            if buffer is None:
+                buffer = self._allocations[("dynamic", block)] = np.zeros(self._dynshared_size, np.byte)
+        return np.frombuffer(buffer.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
     caller = sys._getframe(1)
-    key = (caller.f_code.co_filename, caller.f_lineno)  # the simulator's key: the calling line
+    key = (caller.f_code.co_filename, caller.f_lineno, block)  # the simulator's key, the calling line, and the block
     with _SHARED_LOCK:
         array = self._allocations.get(key)
         if array is None:
@@ -195,7 +213,101 @@ def serialize_shared_arrays() -> None:
     if FakeCUDAShared.array is _shared_array:
         return
     probe = FakeCUDAShared(0)
-    if not isinstance(getattr(probe, "_allocations", None), dict):  # a simulator this code does not know: leave it
-        return
+    if not isinstance(getattr(probe, "_allocations", None), dict) or not hasattr(probe, "_dynshared_size"):
+        return  # a simulator this code does not know: leave it
     _SIMULATOR_SHARED_ARRAY = FakeCUDAShared.array
     FakeCUDAShared.array = _shared_array
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks that run at the same time
+
+
+class _Launch:
+    """The blocks of one simulated launch, each in a Python thread of its own, and what they raised."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    def start(self, run: Callable[[], None]) -> None:
+        def body() -> None:
+            try:
+                run()
+            except BaseException as exc:  # noqa: BLE001 - raised again in the launching thread
+                self.errors.append(exc)
+
+        thread = threading.Thread(target=body, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def finish(self) -> None:
+        for thread in self.threads:
+            thread.join()
+
+
+_LAUNCHES: list[_Launch] = []  # the launch being made (the host thread makes one at a time)
+
+
+@contextlib.contextmanager
+def interleaved_blocks() -> Iterator[None]:
+    """Inside the block, the simulator runs all blocks of a launch at once (each block's threads as before); a no-op on a GPU.
+
+    Each block's `BlockManager.run` is started in a thread of its own instead of being waited for,
+    and the launch waits for all of them before it returns (and raises the first error a block
+    raised). A simulated thread gives way to the others after each read of a kernel argument, so that a
+    read-add-write of one element by two blocks loses updates, as on a GPU. Shared arrays are per block (`serialize_shared_arrays`).
+    """
+    if not is_simulator():
+        yield
+        return
+    from numba.cuda.simulator import kernel as simulated
+    from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray
+
+    serialize_shared_arrays()
+    one_at_a_time = simulated.BlockManager
+    plain_read = FakeWithinKernelCUDAArray.__getitem__
+
+    def read_then_yield(self, index):  # another thread may run between a read and the write that follows it
+        value = plain_read(self, index)
+        time.sleep(0)
+        return value
+
+    original_swap = simulated.swapped_cuda_module
+
+    class ConcurrentBlock(one_at_a_time):
+        def run(self, grid_point, *args):
+            if not _LAUNCHES:
+                return one_at_a_time.run(self, grid_point, *args)
+            _LAUNCHES[-1].start(lambda: one_at_a_time.run(self, grid_point, *args))
+            return None
+
+    @contextlib.contextmanager
+    def swapped(fn, fake_cuda_module):
+        if hasattr(threading.current_thread(), "blockIdx"):  # a device function called by a simulated thread
+            with original_swap(fn, fake_cuda_module):
+                yield
+            return
+        launch = _Launch()
+        _LAUNCHES.append(launch)
+        try:
+            with original_swap(fn, fake_cuda_module):
+                try:
+                    yield  # the simulator starts the blocks here
+                finally:
+                    launch.finish()
+        finally:
+            _LAUNCHES.pop()
+        if launch.errors:
+            raise launch.errors[0]
+
+    simulated.BlockManager = ConcurrentBlock
+    simulated.swapped_cuda_module = swapped
+    FakeWithinKernelCUDAArray.__getitem__ = read_then_yield
+    try:
+        with switching_often():
+            yield
+    finally:
+        simulated.BlockManager = one_at_a_time
+        simulated.swapped_cuda_module = original_swap
+        FakeWithinKernelCUDAArray.__getitem__ = plain_read

@@ -259,3 +259,26 @@ def test_fill_grid_stride_mistakes_are_named():
         ch1.check_fill_grid_stride(fill_blocks_stride)
     with pytest.raises(CheckFailed, match="writes to out are not coalesced"):
         ch1.check_fill_grid_stride(fill_chunks)
+
+
+def test_speed_history_records_each_comparison():
+    """speed.history(): one dict per comparison, with exactly the keys the GPU CI reads, copies that callers cannot change."""
+    from gpucourse.checks import speed
+
+    before = len(speed.history())
+    assert speed.record("Exercise 9.9", 0.8, 0.7) is True
+    assert speed.record("Exercise 9.9", 0.5, 0.7) is False
+    entries = speed.history()[before:]
+    assert entries == [{"exercise": "Exercise 9.9", "ratio": 0.8, "bar": 0.7, "passed": True},
+                       {"exercise": "Exercise 9.9", "ratio": 0.5, "bar": 0.7, "passed": False}]
+    entries[0]["ratio"] = 99
+    assert speed.history()[before]["ratio"] == 0.8
+
+
+def test_a_failed_check_names_at_most_three_problems():
+    from gpucourse.checks import SHOWN_PROBLEMS, fail
+
+    with pytest.raises(CheckFailed) as failed:
+        fail([f"problem {k}" for k in range(10)] + ["problem 0"], "Exercise 9.9")
+    lines = str(failed.value).splitlines()
+    assert len(lines) == 1 + SHOWN_PROBLEMS + 1 and "7 more" in lines[-1]

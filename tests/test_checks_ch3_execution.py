@@ -180,7 +180,7 @@ def test_transpose_check_names_the_bank_conflict():
 
 
 def test_transpose_check_names_missing_rows_bounds_and_values():
-    with pytest.raises(CheckFailed, match="never written.*loop j over 0, 8, 16, 24"):
+    with pytest.raises(CheckFailed, match="before any thread of the block wrote it.*loop j over 0, 8, 16, 24"):
         ch3_execution.check_no_bank_conflicts(transpose_one_row_of_threads_per_tile)
     with pytest.raises(CheckFailed, match="outside"):
         ch3_execution.check_no_bank_conflicts(transpose_unguarded)

@@ -241,7 +241,7 @@ def test_wide_row_sums(capsys):
     out = capsys.readouterr().out
     assert "1.0 pass(es)" in out
     if mode.on_gpu():
-        assert "compute-sanitizer's racecheck found no hazard" in out
+        assert "compute-sanitizer's racecheck and synccheck found no hazard" in out
     with pytest.raises(CheckFailed, match="passes per request"):
         ch3_memory.check_wide_row_sums(wide_conflicted)
     with pytest.raises(CheckFailed, match="wrong values"):
@@ -273,6 +273,27 @@ def overlapped_no_copy_back(p):
         transfers.unit_kernel_launch(device_part, index * len(host_part), p.repeats, p.threads_per_block, stream)
 
 
+def overlapped_default_stream(p):
+    for index, host_part, device_part in p.chunks:
+        device_part.copy_to_device(host_part)
+        transfers.unit_kernel_launch(device_part, index * len(host_part), p.repeats, p.threads_per_block)
+        device_part.copy_to_host(host_part)
+
+
+def overlapped_one_stream(p):
+    for index, host_part, device_part in p.chunks:
+        device_part.copy_to_device(host_part, stream=p.streams[0])
+        transfers.unit_kernel_launch(device_part, index * len(host_part), p.repeats, p.threads_per_block, p.streams[0])
+        device_part.copy_to_host(host_part, stream=p.streams[0])
+
+
+def overlapped_mixed_streams(p):
+    for (index, host_part, device_part), stream in zip(p.chunks, p.streams):
+        device_part.copy_to_device(host_part, stream=stream)
+        transfers.unit_kernel_launch(device_part, index * len(host_part), p.repeats, p.threads_per_block, p.streams[0])
+        device_part.copy_to_host(host_part, stream=stream)
+
+
 def overlapped_first_chunk_only(p):
     index, host_part, device_part = p.chunks[0]
     device_part.copy_to_device(host_part, stream=p.streams[0])
@@ -294,17 +315,25 @@ def test_overlapped_wrong_offset_is_named():
 
 def test_overlapped(capsys):
     ch3_memory.check_overlapped(overlapped_right)
-    assert "Exercise 3.4" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Exercise 3.4" in out and "its own stream" in out
+    if mode.is_simulator():
+        assert "\u23f1 Exercise 3.4" in out  # whether copies and kernels overlap is judged on a GPU only, and it says so
     with pytest.raises(CheckFailed, match="still all zeros"):
         ch3_memory.check_overlapped(overlapped_no_copy_back)
     with pytest.raises(CheckFailed, match="wrong values"):
         ch3_memory.check_overlapped(overlapped_first_chunk_only)
-    if mode.on_gpu():
-        with pytest.raises(CheckFailed, match="do not overlap"):
-            ch3_memory.check_overlapped(overlapped_waiting)
-    else:  # the simulator cannot see overlap: a waiting version gives right values, and the check says what it cannot tell
-        ch3_memory.check_overlapped(overlapped_waiting)
-        assert "judged only on a GPU" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("overlapped", "cause"), [
+    (overlapped_waiting, r"waits for the GPU \(stream.synchronize\(\)\) after queueing 1 chunk"),
+    (overlapped_default_stream, "runs on the default stream"),
+    (overlapped_one_stream, "is on one stream"),
+    (overlapped_mixed_streams, "on different streams, so nothing orders them"),
+])
+def test_overlapped_stream_mistakes_are_named_in_both_modes(overlapped, cause):
+    with pytest.raises(CheckFailed, match=cause):
+        ch3_memory.check_overlapped(overlapped)
 
 
 # --- The access model the checks use ------------------------------------------------------------
@@ -376,77 +405,94 @@ def test_what_cannot_travel_is_named():
         ch3_memory.replayed_trace(uses_a_lock, [("traced", "out", np.zeros((8, 8), np.float32))], shared=False)
 
 
-# --- Exercise 3.7 ------------------------------------------------------------------------------
+# --- Exercise 3.7.1 ----------------------------------------------------------------------------
 
 
-@cuda.jit
-def block_sums_kernel(partial, x, first_barrier, loop_barrier, zero_tail):
-    tile = cuda.shared.array(0, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    if i < x.size:
-        tile[t] = x[i]
-    elif zero_tail:
-        tile[t] = float32(0)
-    if first_barrier:
-        cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if t < step:
-            tile[t] += tile[t + step]
-        if loop_barrier:
-            cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = tile[0]
+def rel_diff(x, y):
+    return abs(x - y) / (abs(x) + abs(y) + float32(1))
 
 
-@cuda.jit
-def block_sums_float64(partial, x):
-    tile = cuda.shared.array(0, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] * 1.0000000001 if i < x.size else 0.0  # float64 on the way in (rounded back to the same float32)
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if t < step:
-            tile[t] += tile[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = tile[0]
+def rel_diff_literal_one(x, y):
+    return abs(x - y) / (abs(x) + abs(y) + 1)  # 1 is an int64 literal: float32 + int64 is float64 in a kernel
 
 
-def block_sums_with(first_barrier=True, loop_barrier=True, zero_tail=True):
-    def block_sums(partial, x, threads_per_block):
-        blocks = -(-x.shape[0] // threads_per_block)
-        block_sums_kernel[blocks, threads_per_block, 0, 4 * threads_per_block](partial, x, first_barrier, loop_barrier, zero_tail)
-    return block_sums
+def rel_diff_no_one(x, y):
+    return abs(x - y) / (abs(x) + abs(y))
 
 
-def block_sums_double(partial, x, threads_per_block):
-    block_sums_float64[-(-x.shape[0] // threads_per_block), threads_per_block, 0, 4 * threads_per_block](partial, x)
+def rel_diff_signed(x, y):
+    return (x - y) / (abs(x) + abs(y) + float32(1))
 
 
-def test_block_sums_reference_is_the_tree():
-    x = gpucourse.random_array(300, np.float32, seed=3)
-    sums = ch3_memory.block_sums_reference(x, 64)
-    assert sums.shape == (5,) and sums.dtype == np.float32
-    np.testing.assert_allclose(sums, [x[k * 64:(k + 1) * 64].sum(dtype=np.float64) for k in range(5)], rtol=1e-5)
+def make_ufunc(element=rel_diff, signature="float32(float32, float32)", target="cuda"):
+    def make():
+        from numba import vectorize
+
+        return vectorize([signature], target=target)(element)
+
+    return make
 
 
-def test_block_sums(capsys):
-    ch3_memory.check_block_sums(block_sums_with())
-    assert "\u2705 Exercise 3.7" in capsys.readouterr().out
-    with pytest.raises(CheckFailed, match="race on shared memory.*A barrier is missing"):
-        ch3_memory.check_block_sums(block_sums_with(first_barrier=False))
-    with pytest.raises(CheckFailed, match="race on shared memory"):
-        ch3_memory.check_block_sums(block_sums_with(loop_barrier=False))
-    with pytest.raises(CheckFailed, match="only the last block's sum is wrong.*put 0"):
-        ch3_memory.check_block_sums(block_sums_with(zero_tail=False))  # the last block adds poison (or garbage on a GPU)
-    with pytest.raises(CheckFailed, match="float64"):
-        ch3_memory.check_block_sums(block_sums_double)
+def make_elementwise(output="float32 d", one="1.0f"):
+    def make():
+        cupy = gpucourse.require_cupy("cupy.ElementwiseKernel")
+        return cupy.ElementwiseKernel("float32 x, float32 y", output, f"d = fabsf(x - y) / (fabsf(x) + fabsf(y) + {one})",
+                                      "rel_diff_test")
+
+    return make
+
+
+def make_reduction(reduce="max(a, b)", output="float32 m"):
+    def make():
+        cupy = gpucourse.require_cupy("cupy.ReductionKernel")
+        return cupy.ReductionKernel("float32 d", output, "d", reduce, "m = a", "0", "largest_test")
+
+    return make
+
+
+def test_ufunc_kernels(capsys):
+    ch3_memory.check_ufunc_kernels(rel_diff, make_ufunc(), make_elementwise(), make_reduction())
+    out = capsys.readouterr().out
+    assert "\u2705 Exercise 3.7.1" in out
+    if mode.is_simulator():  # what the simulator cannot run, it says in one line
+        assert "\u23f1 Exercise 3.7.1" in out and "ReductionKernel" in out
+    else:
+        assert "of the measured device-to-device copy" in out
+
+
+@pytest.mark.parametrize(("element", "cause"), [
+    (rel_diff_literal_one, r"computes in float64 from line \d+ \(`return abs\(x - y\) / \(abs\(x\) \+ abs\(y\) \+ 1\)"),
+    (rel_diff_no_one, r"the \+ 1 in the denominator is missing"),
+    (rel_diff_signed, r"the numerator is \|x - y\|"),
+])
+def test_ufunc_element_mistakes_are_named(element, cause):
+    with pytest.raises(CheckFailed, match=cause):
+        ch3_memory.check_ufunc_kernels(element, make_ufunc(element), make_elementwise(), make_reduction())
+
+
+def test_ufunc_stubs_are_not_passed_over():
+    def stub():
+        raise NotImplementedError("write it")
+
+    with pytest.raises(NotImplementedError, match="write it"):
+        ch3_memory.check_ufunc_kernels(rel_diff, make_ufunc(), stub, make_reduction())
+
+
+@pytest.mark.parametrize(("makers", "cause"), [
+    ((make_ufunc(signature="float64(float64, float64)"), make_elementwise(), make_reduction()), "(returns float64|raised)"),
+    ((make_ufunc(target="cpu"), make_elementwise(), make_reduction()), "(ran on the CPU|raised)"),
+    ((make_ufunc(), make_elementwise(output="float64 d"), make_reduction()), "ElementwiseKernel returns float64"),
+    ((make_ufunc(), make_elementwise(), make_reduction(reduce="a + b")), "reduce with max"),
+    ((make_ufunc(), make_elementwise(), make_reduction(output="float64 m")), "ReductionKernel returns float64"),
+])
+def test_ufunc_kernel_mistakes_are_named_on_a_gpu(makers, cause, capsys):
+    """On a GPU each ufunc-style kernel is judged; in the simulator they cannot run, and the check says so instead of passing them."""
+    if mode.is_simulator():
+        ch3_memory.check_ufunc_kernels(rel_diff, *makers)
+        assert "judged only on a GPU" in capsys.readouterr().out
+        return
+    with pytest.raises(CheckFailed, match=cause):
+        ch3_memory.check_ufunc_kernels(rel_diff, *makers)
 
 
 def test_racecheck_names_a_missing_barrier_on_a_gpu():

@@ -1,4 +1,4 @@
-"""Chapter 5 exercise checks: right answers pass, each usual mistake fails with a message that names it."""
+"""Chapter 5 exercise checks: right answers pass, each usual mistake fails with a message that names its cause (both modes)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,45 @@ def partial_sums(x, partial):
         step //= 2
     if t == 0:
         partial[cuda.blockIdx.x] = cache[0]
+
+
+@cuda.jit
+def partial_sums_no_level_barrier(x, partial):
+    """A mistake: the tree's levels are not separated by barriers."""
+    cache = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    cache[t] = total
+    cuda.syncthreads()
+    step = TPB // 2
+    while step > 0:
+        if t < step:
+            cache[t] += cache[t + step]
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = cache[0]
+
+
+@cuda.jit
+def summed_into_result(x, result):
+    """A mistake: every block adds its sum to result[0] with a plain +=."""
+    cache = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    cache[t] = total
+    cuda.syncthreads()
+    step = TPB // 2
+    while step > 0:
+        if t < step:
+            cache[t] += cache[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        result[0] += cache[0]
 
 
 @cuda.jit
@@ -72,7 +111,7 @@ def two_pass(x, result, kernel=partial_sums, second_pass=True):
     partial = cuda.device_array(blocks, np.float32)
     kernel[blocks, TPB](x, partial)
     if second_pass:
-        partial_sums[1, TPB](partial, result)
+        kernel[1, TPB](partial, result)
     else:  # a mistake: the first block's partial sum taken for the total
         result[:1] = partial[:1]
 
@@ -84,8 +123,20 @@ def truncated_blocks(x, result):
         one_per_thread_atomic[x.size // TPB, TPB](x, result)
 
 
-def test_gpu_sum():
+def rounded_down(x, result):
+    """A mistake: n // TPB blocks, with no care for n < TPB: then no block is launched at all."""
+    zero_kernel[1, 1](result)
+    one_per_thread_atomic[x.size // TPB, TPB](x, result)
+
+
+def one_pass_plain_total(x, result):
+    zero_kernel[1, 1](result)
+    summed_into_result[min(8, math.ceil(x.size / TPB)), TPB](x, result)
+
+
+def test_gpu_sum(capsys):
     ch5.check_gpu_sum(two_pass)
+    assert "\u2705 Exercise 5.1" in capsys.readouterr().out
     with pytest.raises(CheckFailed, match=rf"leaves out the last n % {TPB} elements"):
         ch5.check_gpu_sum(truncated_blocks)
     with pytest.raises(CheckFailed, match="never written"):
@@ -96,155 +147,331 @@ def test_gpu_sum():
         ch5.check_gpu_sum(lambda x, result: two_pass(x, result, kernel=block_stride_sums))
 
 
+def test_gpu_sum_names_the_cause():
+    with pytest.raises(CheckFailed, match=r"launched with 0 blocks, so nothing ran: n // \d+ rounds down to 0") as failed:
+        ch5.check_gpu_sum(rounded_down)
+    assert "tid=" not in str(failed.value) and "guard every load" not in str(failed.value)
+    with pytest.raises(CheckFailed, match=r"a race on shared memory.*cache\[t\] \+= cache\[t \+ step\]") as failed:
+        ch5.check_gpu_sum(lambda x, result: two_pass(x, result, kernel=partial_sums_no_level_barrier))
+    assert "start and step" not in str(failed.value)
+    with pytest.raises(CheckFailed, match=r"blocks update `result\[0\]` without an atomic.*cuda.atomic.add"):
+        ch5.check_gpu_sum(one_pass_plain_total)
+
+
 # --- 5.2 -------------------------------------------------------------------------------------------------
 
 
+def make_block_sums(kernel):
+    def block_sums(x, partial, threads_per_block):
+        kernel[partial.size, threads_per_block, 0, 4 * threads_per_block](x, partial)
+
+    return block_sums
+
+
 @cuda.jit
-def tree_right(x, partial):
-    cache = cuda.shared.array(TPB, float32)
+def tree(x, partial):
+    tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    cache[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
-    step = TPB // 2
+    step = cuda.blockDim.x // 2
     while step > 0:
         if t < step:
-            cache[t] += cache[t + step]
+            tile[t] += tile[t + step]
         cuda.syncthreads()
         step //= 2
     if t == 0:
-        partial[cuda.blockIdx.x] = cache[0]
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def tree_barrier_in_branch(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+            cuda.syncthreads()  # only the threads that add reach it
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
 
 
 @cuda.jit
 def tree_no_barrier_in_loop(x, partial):
-    cache = cuda.shared.array(TPB, float32)
+    tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    cache[t] = x[i] if i < x.size else float32(0)
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
     cuda.syncthreads()
-    step = TPB // 2
+    step = cuda.blockDim.x // 2
     while step > 0:
         if t < step:
-            cache[t] += cache[t + step]
+            tile[t] += tile[t + step]
         step //= 2
     if t == 0:
-        partial[cuda.blockIdx.x] = cache[0]
+        partial[cuda.blockIdx.x] = tile[0]
 
 
 @cuda.jit
 def tree_no_barrier_after_store(x, partial):
-    cache = cuda.shared.array(TPB, float32)
+    tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    cache[t] = x[i] if i < x.size else float32(0)
-    step = TPB // 2
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    step = cuda.blockDim.x // 2
     while step > 0:
         if t < step:
-            cache[t] += cache[t + step]
+            tile[t] += tile[t + step]
         cuda.syncthreads()
         step //= 2
     if t == 0:
-        partial[cuda.blockIdx.x] = cache[0]
+        partial[cuda.blockIdx.x] = tile[0]
 
 
 @cuda.jit
 def tree_unguarded(x, partial):
-    cache = cuda.shared.array(TPB, float32)
+    tile = cuda.shared.array(0, float32)
     t = cuda.threadIdx.x
-    cache[t] = x[cuda.grid(1)]
+    total = float32(0)
+    i = cuda.grid(1)
+    while i < x.size + cuda.gridsize(1):  # one step too many: reads past the end of x
+        total += x[i]
+        i += cuda.gridsize(1)
+    tile[t] = total
     cuda.syncthreads()
-    step = TPB // 2
+    step = cuda.blockDim.x // 2
     while step > 0:
         if t < step:
-            cache[t] += cache[t + step]
+            tile[t] += tile[t + step]
         cuda.syncthreads()
         step //= 2
     if t == 0:
-        partial[cuda.blockIdx.x] = cache[0]
+        partial[cuda.blockIdx.x] = tile[0]
 
 
 @cuda.jit
-def no_shared_memory(x, partial):
+def tree_tail_not_zeroed(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
     i = cuda.grid(1)
-    if cuda.threadIdx.x == 0:
+    if i < x.size:  # only threads with an element store one: the others leave their slot as it was
         total = float32(0)
-        for k in range(i, min(i + cuda.blockDim.x, x.size)):
+        for k in range(i, x.size, cuda.gridsize(1)):
             total += x[k]
+        tile[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def tree_fixed_256(x, partial):
+    tile = cuda.shared.array(256, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def tree_interleaved(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    cuda.syncthreads()
+    step = 1
+    while step < cuda.blockDim.x:
+        if t % (2 * step) == 0:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step *= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def tree_strided_index(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    cuda.syncthreads()
+    step = 1
+    while step < cuda.blockDim.x:
+        index = 2 * step * t
+        if index < cuda.blockDim.x:
+            tile[index] += tile[index + step]
+        cuda.syncthreads()
+        step *= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def thread_zero_alone(x, partial):
+    if cuda.threadIdx.x == 0:  # thread 0 adds the block's share alone
+        total = float32(0)
+        for start in range(cuda.blockIdx.x * cuda.blockDim.x, x.size, cuda.gridsize(1)):
+            for k in range(start, min(start + cuda.blockDim.x, x.size)):
+                total += x[k]
         partial[cuda.blockIdx.x] = total
 
 
-def test_block_sums():
-    ch5.check_block_sums(tree_right, TPB)
-    with pytest.raises(CheckFailed, match="no cuda.syncthreads"):
-        ch5.check_block_sums(tree_no_barrier_in_loop, TPB)
-    with pytest.raises(CheckFailed, match="without a cuda.syncthreads"):
-        ch5.check_block_sums(tree_no_barrier_after_store, TPB)
-    with pytest.raises(CheckFailed, match="past (its|the) end"):
-        ch5.check_block_sums(tree_unguarded, TPB)
-    with pytest.raises(CheckFailed, match="no shared array"):
-        ch5.check_block_sums(no_shared_memory, TPB)
-    with pytest.raises(CheckFailed, match="power of two"):
-        ch5.check_block_sums(tree_right, 48)
+@cuda.jit
+def own_stretch(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    per_thread = (x.size + cuda.gridsize(1) - 1) // cuda.gridsize(1)
+    total = float32(0)
+    for k in range(cuda.grid(1) * per_thread, min((cuda.grid(1) + 1) * per_thread, x.size)):  # a stretch of its own: uncoalesced
+        total += x[k]
+    tile[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def first_element_only(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i] if i < x.size else float32(0)  # no grid-stride loop: one element per thread
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit
+def tree_float64(x, partial):
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    total = 0.0  # a float64 accumulator
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    tile[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+def test_block_sums(capsys):
+    ch5.check_block_sums(make_block_sums(tree))
+    out = capsys.readouterr().out
+    assert "\u2705 Exercise 5.2" in out
+    if gpucourse.is_simulator():
+        assert "\u23f1 Exercise 5.2" in out  # the speed is judged on a GPU only, and the check says so
+
+
+@pytest.mark.parametrize(("kernel", "cause"), [
+    (tree_barrier_in_branch, r"syncthreads\(\) at line \d+ .* is reached by \d+ of the \d+ threads.*out of the branch"),
+    (tree_no_barrier_in_loop, r"a race on shared memory.*tile\[t\] \+= tile\[t \+ step\]"),
+    (tree_no_barrier_after_store, r"a race on shared memory.*A barrier is missing after line"),
+    (tree_unguarded, "past (its|the) end"),
+    (tree_tail_not_zeroed, r"reads shared\[\d+\] at line \d+ .* before any thread of the block wrote it.*stores its total"),
+    (first_element_only, "each thread added only its first element.*grid-stride loop"),
+    (own_stretch, r"add up to the sum of x, but each block summed other elements.*uncoalesced"),
+    (tree_fixed_256, r"declares a shared array of 256 elements, fixed in the kernel.*cuda.shared.array\(0, float32\)"),
+    (tree_interleaved, r"the tree diverges.*threads t < step"),
+    (tree_strided_index, r"passes on average.*bank conflicts"),
+    (thread_zero_alone, "uses no shared memory"),
+    (tree_float64, r"float64 values were stored into a float32 array at line \d+ \(`tile\[t\] = total"),
+])
+def test_block_sums_mistakes_are_named(kernel, cause):
+    with pytest.raises(CheckFailed, match=cause) as failed:
+        ch5.check_block_sums(make_block_sums(kernel))
+    assert "never written" not in str(failed.value)
 
 
 # --- 5.3 -------------------------------------------------------------------------------------------------
 
 
-@cuda.jit
-def atomic_right(x, total):
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    value = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        value += x[i]
-    cache[t] = value
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
+def make_atomic(update, zero_in_kernel=False):
+    """A one-pass sum kernel: a grid-stride loop and a tree, then `update` ('atomic', 'plain', 'every thread', 'element')."""
+    ATOMIC, PLAIN, EVERY = update == "atomic", update == "plain", update == "every thread"
+    ZERO = bool(zero_in_kernel)
+
+    @cuda.jit
+    def kernel(x, total):
+        cache = cuda.shared.array(TPB, float32)
+        t = cuda.threadIdx.x
+        if ZERO and cuda.grid(1) == 0:
+            total[0] = 0  # a mistake: block 0 clears the total while other blocks add to it
+        value = float32(0)
+        for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+            if ATOMIC or PLAIN or EVERY:
+                value += x[i]
+            else:
+                cuda.atomic.add(total, 0, x[i])
+        cache[t] = value
         cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        cuda.atomic.add(total, 0, cache[0])
+        step = TPB // 2
+        while step > 0:
+            if t < step:
+                cache[t] += cache[t + step]
+            cuda.syncthreads()
+            step //= 2
+        if EVERY:
+            cuda.atomic.add(total, 0, cache[0])
+        elif t == 0 and ATOMIC:
+            cuda.atomic.add(total, 0, cache[0])
+        elif t == 0 and PLAIN:
+            total[0] += cache[0]
 
-
-@cuda.jit
-def atomic_racy(x, total):
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    value = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        value += x[i]
-    cache[t] = value
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        total[0] += cache[0]
-
-
-@cuda.jit
-def atomic_every_thread(x, total):
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    value = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        value += x[i]
-    cache[t] = value
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
-        cuda.syncthreads()
-        step //= 2
-    cuda.atomic.add(total, 0, cache[0])
+    return kernel
 
 
 def launcher(kernel, zero=True):
@@ -255,41 +482,46 @@ def launcher(kernel, zero=True):
     return atomic_sum
 
 
-def test_atomic_sum():
-    ch5.check_atomic_sum(launcher(atomic_right), atomic_right)
-    with pytest.raises(CheckFailed, match="is a race"):
-        ch5.check_atomic_sum(launcher(atomic_racy), atomic_racy)
-    with pytest.raises(CheckFailed, match="set it to zero first"):
-        ch5.check_atomic_sum(launcher(atomic_right, zero=False), atomic_right)
-    with pytest.raises(CheckFailed, match="more than one thread per block"):
-        ch5.check_atomic_sum(launcher(atomic_every_thread), atomic_every_thread)
+def test_atomic_sum(capsys):
+    right = make_atomic("atomic")
+    ch5.check_atomic_sum(launcher(right), right)
+    out = capsys.readouterr().out
+    assert "\u2705 Exercise 5.3" in out and "atomic(s) for as many blocks" in out
 
 
-def test_race_and_barrier_readers():
-    assert ch5.global_races(atomic_right) == []
-    assert ch5.missing_barriers(tree_right) == []
-    (race,) = ch5.global_races(atomic_racy)
-    assert "total[0] += cache[0]" in race
+@pytest.mark.parametrize(("update", "zero", "zero_in_kernel", "cause"), [
+    ("plain", True, False, r"blocks update `total\[0\]` without an atomic.*cuda.atomic.add\(total, 0, value\)"),
+    ("atomic", False, True, r"block 0 writes total\[0\] at line \d+ \(`total\[0\] = 0.*while other blocks .* add to it with atomics"),
+    ("atomic", False, False, "set it to zero first"),
+    ("every thread", True, False, "more than one thread per block adds"),
+    ("element", True, False, r"atomic additions for \d+ elements, one per element"),
+])
+def test_atomic_sum_mistakes_are_named(update, zero, zero_in_kernel, cause):
+    kernel = make_atomic(update, zero_in_kernel)
+    with pytest.raises(CheckFailed, match=cause):
+        ch5.check_atomic_sum(launcher(kernel, zero=zero), kernel)
 
-    def assigned(x, total):
-        total[0] = total[0] + x[0]
 
-    assert ch5.global_races(assigned)
+def test_atomic_sum_without_atomics_is_named():
+    with pytest.raises(CheckFailed, match="no block adds to total"):
+        ch5.check_atomic_sum(lambda x, total: two_pass(x, total), partial_sums)
 
 
 # --- 5.4 -------------------------------------------------------------------------------------------------
 
 
-def make_payoffs(discount=True, ito=True, sqrt_t=True, swap=False):
+def make_payoffs(discount=True, ito=True, sqrt_t=True, swap=False, float64=False):
+    HALF, ZERO, ONE = (0.5, 0, 1.0) if float64 else (np.float32(0.5), np.float32(0), np.float32(1))
+
     @cuda.jit
     def kernel(z, out, S, E, r, sigma, T):
         i = cuda.grid(1)
         if i < z.size:
-            drift = (r - sigma * sigma / 2) * T if ito else r * T
+            drift = (r - sigma * sigma * HALF) * T if ito else r * T
             noise = sigma * math.sqrt(T) if sqrt_t else sigma * T
             final = S * math.exp(drift + noise * z[i])
-            d = math.exp(-r * T) if discount else 1.0
-            call, put = d * max(final - E, 0), d * max(E - final, 0)
+            d = math.exp(-r * T) if discount else ONE
+            call, put = d * max(final - E, ZERO), d * max(E - final, ZERO)
             out[0, i] = put if swap else call
             out[1, i] = call if swap else put
 
@@ -299,8 +531,9 @@ def make_payoffs(discount=True, ito=True, sqrt_t=True, swap=False):
     return payoffs
 
 
-def test_payoffs():
+def test_payoffs(capsys):
     ch5.check_payoffs(make_payoffs())
+    assert "computed in float32" in capsys.readouterr().out
     with pytest.raises(CheckFailed, match="not discounted"):
         ch5.check_payoffs(make_payoffs(discount=False))
     with pytest.raises(CheckFailed, match="Ito"):
@@ -313,27 +546,57 @@ def test_payoffs():
         ch5.check_payoffs(lambda z, out, *args: None)
 
 
+def test_payoffs_in_float64_name_the_line():
+    with pytest.raises(CheckFailed, match=r"float64 values were stored into a float32 array at line \d+ \(`out\[0, i\] = "):
+        ch5.check_payoffs(make_payoffs(float64=True))
+
+
 # --- 5.5 -------------------------------------------------------------------------------------------------
 
 
-def kahan(x, sign=1, compensate=True, as_float64=False):
+def kahan(x, sign=1, compensate=True, as_float64=False, late_c=False, add_c=False):
     total = np.float32(0)
     c = np.float32(0)
     for value in x:
-        y = value - c if compensate else value
+        y = (value + c if add_c else value - c) if compensate else value
         t = total + y
-        c = sign * ((t - total) - y)
-        total = t
+        if late_c:
+            total = t
+            c = sign * ((t - total) - y)
+        else:
+            c = sign * ((t - total) - y)
+            total = t
     return float(total) if as_float64 else total
 
 
-def test_kahan():
+def float64_kahan(x):
+    total = c = 0.0
+    for value in x:
+        y = float(value) - c
+        t = total + y
+        c = (t - total) - y
+        total = t
+    return np.float32(total)
+
+
+def test_kahan(capsys):
     ch5.check_kahan(kahan)
-    with pytest.raises(CheckFailed, match="plain float32 sum"):
-        ch5.check_kahan(lambda x: kahan(x, compensate=False))
-    with pytest.raises(CheckFailed, match="wrong sign"):
-        ch5.check_kahan(lambda x: kahan(x, sign=-1))
-    with pytest.raises(CheckFailed, match="return a float32"):
-        ch5.check_kahan(lambda x: kahan(x, as_float64=True))
-    with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
-        ch5.check_kahan(lambda x: 1 // 0)
+    assert "bit for bit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("answer", "cause"), [
+    (lambda x: kahan(x, compensate=False), "plain float32 sum"),
+    (lambda x: kahan(x, sign=-1), "wrong sign"),
+    (lambda x: kahan(x, late_c=True), r"c is computed after total = t"),
+    (lambda x: kahan(x, add_c=True), "wrong sign.*subtracts it"),
+    (lambda x: gpucourse.summation.neumaier_sum(x, np.float32), "Neumaier's variant"),
+    (lambda x: np.sum(x), "numpy.sum's, bit for bit"),
+    (lambda x: np.float32(x.astype(np.float64).sum()), r"float64 \(or exact, math.fsum\) sum rounded to float32"),
+    (float64_kahan, r"(float64 \(or exact, math.fsum\)|exact) sum rounded to float32"),
+    (lambda x: np.float32(math.fsum(x)), r"(float64 \(or exact, math.fsum\)|exact) sum rounded to float32"),
+    (lambda x: kahan(x, as_float64=True), "return a float32"),
+    (lambda x: 1 // 0, "raised ZeroDivisionError"),
+])
+def test_kahan_mistakes_are_named(answer, cause):
+    with pytest.raises(CheckFailed, match=cause):
+        ch5.check_kahan(answer)

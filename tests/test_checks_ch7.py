@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+import gpucourse
 from gpucourse import fft
 from gpucourse.checks import CheckFailed, ch7
 
@@ -40,6 +41,17 @@ def test_next_fast_size():
         ch7.check_next_fast_size(lambda n: 1 // 0)
 
 
+def test_next_fast_size_messages_are_short_and_name_the_cause():
+    with pytest.raises(CheckFailed) as failed:
+        ch7.check_next_fast_size(lambda n: n)  # returns n: one message, not one per size
+    text = str(failed.value)
+    assert len(text.splitlines()) <= 3 and "slips through (return n only when it is fast" in text and "more size(s) like it" in text
+    with pytest.raises(CheckFailed) as failed:  # powers of two: 7 is fast already, and that comes first
+        ch7.check_next_fast_size(lambda n: 1 << (n - 1).bit_length())
+    lines = str(failed.value).splitlines()
+    assert "next_fast_size(7) = 8, but 7 = 7 is fast already" in lines[1] and len(lines) <= 4
+
+
 # --- 7.2 -----------------------------------------------------------------------------------------
 
 
@@ -48,14 +60,32 @@ def ik_kernel(spectrum, out, k_unit, norm, nyquist, sign, real_factor):
     i, r = cuda.grid(2)
     rows, m = spectrum.shape
     if i < m and r < rows:
-        k = k_unit * i
+        k = k_unit * np.float32(i)
         if i == nyquist:
-            k = 0.0
+            k = np.float32(0)
         factor = sign * k * norm
         if real_factor:
             out[r, i] = spectrum[r, i] * factor
         else:
-            out[r, i] = spectrum[r, i] * complex(0.0, factor)
+            out[r, i] = spectrum[r, i] * np.complex64(complex(np.float32(0), factor))
+
+
+@cuda.jit
+def ik_kernel_rows_fastest(spectrum, out, k_unit, norm, nyquist, sign, real_factor):
+    r, i = cuda.grid(2)  # a mistake: x, the fastest thread index, walks the rows
+    rows, m = spectrum.shape
+    if i < m and r < rows:
+        k = k_unit * np.float32(i) if i != nyquist else np.float32(0)
+        out[r, i] = spectrum[r, i] * np.complex64(complex(np.float32(0), sign * k * norm))
+
+
+@cuda.jit
+def ik_kernel_float64(spectrum, out, k_unit, norm, nyquist, sign, real_factor):
+    i, r = cuda.grid(2)
+    rows, m = spectrum.shape
+    if i < m and r < rows:
+        k = k_unit * i if i != nyquist else 0.0  # a float64 literal, an int64 index: float64 arithmetic
+        out[r, i] = spectrum[r, i] * complex(0.0, k * norm)
 
 
 def derivative_launcher(mistake=None):
@@ -66,30 +96,42 @@ def derivative_launcher(mistake=None):
             nyquist = -1
         if mistake == "zero the last column":
             nyquist = m - 1
-        k_unit = 1.0 if mistake == "no 2 pi / L" else 2 * np.pi / length
-        norm = 1.0 if mistake == "no 1 / n" else 1.0 / n
-        sign = -1.0 if mistake == "sign" else 1.0
+        k_unit = np.float32(1.0 if mistake == "no 2 pi / L" else 2 * np.pi / length)
+        norm = np.float32(1.0 if mistake == "no 1 / n" else 1.0 / n)
+        if mistake == "half of 1 / n":
+            norm = np.float32(0.5 / n)
+        sign = np.float32(-1.0 if mistake == "sign" else 1.0)
+        kernel = {"rows fastest": ik_kernel_rows_fastest, "float64": ik_kernel_float64}.get(mistake, ik_kernel)
         blocks = (1, 1) if mistake == "one block" else (math.ceil(m / 16), math.ceil(rows / 4))
-        ik_kernel[blocks, (16, 4)](spectrum, out, k_unit, norm, nyquist, sign, mistake == "real factor")
+        if mistake == "rows fastest":
+            blocks = (math.ceil(rows / 16), math.ceil(m / 4))
+        kernel[blocks, (16, 4)](spectrum, out, k_unit, norm, nyquist, sign, mistake == "real factor")
     return derivative_spectrum
 
 
 @pytest.mark.parametrize("mistake, message", [
     ("no 1 / n", "divide by n"),
+    ("half of 1 / n", r"the values are 0.5 times the expected ones"),
     ("sign", "sign is wrong"),
     ("keep the Nyquist column", "Nyquist"),
     ("zero the last column", "odd n"),
     ("no 2 pi / L", "2 pi / length"),
     ("real factor", "multiply by i k"),
     ("one block", "never written"),
+    ("rows fastest", r"reads of spectrum are not coalesced.*walk the columns"),
+    ("float64", r"complex128 values were stored into a complex64 array at line \d+ \(`out\[r, i\] = spectrum\[r, i\] \* complex"),
 ])
 def test_derivative_spectrum_mistakes(mistake, message):
     with pytest.raises(CheckFailed, match=message):
         ch7.check_derivative_spectrum(derivative_launcher(mistake))
 
 
-def test_derivative_spectrum_right_answer():
+def test_derivative_spectrum_right_answer(capsys):
     ch7.check_derivative_spectrum(derivative_launcher())
+    out = capsys.readouterr().out
+    assert "\u2705 Exercise 7.2" in out
+    if gpucourse.is_simulator():
+        assert "\u23f1 Exercise 7.2" in out
 
 
 # --- 7.3 -----------------------------------------------------------------------------------------
@@ -115,6 +157,8 @@ def poisson_launcher(mistake=None):
         ny, m = spectrum.shape
         length_x, length_y = (lengths[1], lengths[0]) if mistake == "swapped lengths" else lengths
         scale = 1.0 if mistake == "no 1 / (nx ny)" else 1.0 / (nx * ny)
+        if mistake == "1 / nx only":
+            scale = 1.0 / nx
         if mistake == "sign":
             scale = -scale
         divide_kernel[(math.ceil(m / 8), math.ceil(ny / 8)), (8, 8)](
@@ -126,6 +170,7 @@ def poisson_launcher(mistake=None):
     ("no negative rows", "wave number j - ny"),
     ("no zero mode", "zero mode"),
     ("no 1 / (nx ny)", "nx ny times too large"),
+    ("1 / nx only", r"times the expected ones: divide by \(kx\^2 \+ ky\^2\) and by nx \* ny"),
     ("sign", "sign is wrong"),
     ("swapped lengths", "lengths are swapped"),
 ])

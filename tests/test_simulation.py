@@ -97,3 +97,44 @@ def test_first_allocation_of_a_shared_array_is_made_once(monkeypatch):
     assert len(got) == 16 and len({id(a) for a in got}) == 1, "threads of one block were given different shared arrays"
     other = shared.array((4,), np.int32)  # another line: another array
     assert other is not got[0] and other.shape == (4,) and other.dtype == np.int32
+
+
+@cuda.jit
+def add_block_sums(total, values, atomic):
+    tile = cuda.shared.array(0, np.float32)  # dynamic: one buffer per block, also when blocks run at once
+    t = cuda.threadIdx.x
+    tile[t] = values[cuda.grid(1)]
+    cuda.syncthreads()
+    if t == 0:
+        s = np.float32(0)
+        for k in range(cuda.blockDim.x):
+            s += tile[k]
+        if atomic:
+            cuda.atomic.add(total, 0, s)
+        else:
+            total[0] += s  # a race between blocks
+
+
+def test_interleaved_blocks_run_a_grid_at_once():
+    """Blocks that run at the same time keep their own shared memory, and a plain += into one total loses updates."""
+    from gpucourse.simulation import interleaved_blocks
+
+    blocks, threads = 12, 32
+    values = gpucourse.to_device(np.ones(blocks * threads, np.float32))
+    totals = {}
+    for atomic in (True, False):
+        got = []
+        for _ in range(3):
+            total = gpucourse.to_device(np.zeros(1, np.float32))
+            with interleaved_blocks():
+                add_block_sums[blocks, threads, 0, 4 * threads](total, values, atomic)
+            got.append(float(gpucourse.to_host(total)[0]))
+        totals[atomic] = got
+    assert totals[True] == [blocks * threads] * 3, "an atomic total must be exact, whatever the order of the blocks"
+    if mode.is_simulator():
+        assert min(totals[False]) < blocks * threads, "blocks run at once: a plain += must lose some block's sum"
+    with interleaved_blocks():  # a no-op on a GPU, and nothing is left patched in the simulator
+        pass
+    out = gpucourse.to_device(gpucourse.poisoned(128 * 4, np.float32))
+    reverse_blocks[4, 128](out, gpucourse.to_device(np.arange(512, dtype=np.float32)))
+    np.testing.assert_array_equal(gpucourse.to_host(out), np.arange(512, dtype=np.float32).reshape(4, 128)[:, ::-1].ravel())

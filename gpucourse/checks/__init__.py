@@ -70,11 +70,19 @@ def passed(message: str) -> None:
     print(f"\u2705 {message}")
 
 
+#: A failed check names at most this many problems: the first are the causes, the rest usually their consequences.
+SHOWN_PROBLEMS = 3
+
+
 def fail(problems: list[str], exercise: str) -> None:
-    """Raise CheckFailed listing `problems`, if there are any."""
+    """Raise CheckFailed listing `problems` (the first SHOWN_PROBLEMS, distinct), if there are any."""
     if problems:
+        distinct = list(dict.fromkeys(problems))
+        shown = distinct[:SHOWN_PROBLEMS]
+        more = len(distinct) - len(shown)
         bullet = "\n  - "
-        raise CheckFailed(f"{exercise}: not yet right.{bullet}{bullet.join(problems)}")
+        tail = f"\n  (and {more} more like these; fix these first)" if more else ""
+        raise CheckFailed(f"{exercise}: not yet right.{bullet}{bullet.join(shown)}{tail}")
 
 
 def array_problems(got, expected: np.ndarray, *, what: str = "the result", rtol: float = 1e-6, atol: float = 0.0,

@@ -215,13 +215,16 @@ def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], 
         if found and got.shape == want.shape:
             uniform = fd.nonuniform_coefficients(n, 0.0)
             _, _, ds_dx = fd.stretched_grid(n, alpha)
-            if np.allclose(got, uniform, rtol=1e-5):
-                found.append("these are the uniform weights: multiply by ds/dx at each point (the chain rule).")
-            elif np.allclose(got, uniform / ds_dx[None, :], rtol=1e-5):
-                found.append("you multiplied by dx/ds; the chain rule needs ds/dx = (1 - alpha/2) / (1 - alpha sin^2(2 pi s)).")
-            elif np.allclose(got * n, uniform, rtol=1e-3) or np.allclose(got, uniform * n, rtol=1e-3):
-                found.append("off by a factor n: the uniform weights are c_m / ds with ds = 1/n.")
+            where = f"stretched_coefficients({n}, {alpha}): "
+            if np.allclose(got, uniform, rtol=1e-5) and alpha:
+                found = [where + "these are the uniform weights: multiply by ds/dx at each point (the chain rule)."]
+            elif np.allclose(got, uniform / ds_dx[None, :], rtol=1e-5) and alpha:
+                found = [where + "you multiplied by dx/ds; the chain rule needs ds/dx = (1 - alpha/2) / (1 - alpha sin^2(2 pi s))."]
+            elif any(np.allclose(got * n, w, rtol=1e-3) or np.allclose(got, w * n, rtol=1e-3) for w in (want, uniform)):
+                found = [where + "off by a factor n: the uniform weights are c_m / ds with ds = 1/n."]
         problems += found
+        if problems:
+            break
     fail(problems, "Exercise 6.5")
     passed("Exercise 6.5: the per-point weights match the chain rule for three grids (alpha = 0.5, 0.3 and the uniform 0).")
 
@@ -251,7 +254,9 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     small = (10, 34)
     small_host = random_array(small, np.float32, seed=67)
     arguments = [("traced", "a", small_host), ("traced", "a_new", small_host.copy())]
-    trace, note = trace_naming_races(jacobi_sweep, arguments, problems, "Exercise 6.6")
+    trace, note = trace_naming_races(jacobi_sweep, arguments, problems, "Exercise 6.6",
+                                     "Load the tile's halo too: one point on each side, corners included, (BY + 2) x (BX + 2) points "
+                                     "per block, more than one per thread.")
     if problems and trace is not None and "shared" not in trace.shapes:
         problems.append("the kernel uses no shared memory: stage the block's points and a one-point halo in a cuda.shared.array tile.")
     elif problems and found:

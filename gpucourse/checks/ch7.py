@@ -7,13 +7,16 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+from numba import cuda
 
-from .. import book, fft
+from .. import book, fft, mode
 from .. import convolution as conv
 from ..arrays import random_array, to_device
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
+from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
+from .speed import elements_beyond_l2
 
 # --- 7.1 --------------------------------------------------------------------------------------------
 
@@ -22,7 +25,7 @@ FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 97, 121, 1000, 1023, 2049, 4097, 4099, 6
 
 def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     """Exercise 7.1: `next_fast_size(n)` returns the smallest m >= n whose only prime factors are 2, 3, 5 and 7."""
-    problems = []
+    kinds: dict[str, list[str]] = {}  # one message per kind of mistake, with its first examples
     for n in FAST_SIZE_CASES:
         want = fft.next_fast_size(n)
         try:
@@ -30,25 +33,35 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
         except NotImplementedError:  # the student's stub: let its hint through
             raise
         except Exception as exc:  # any exception is a wrong answer, reported in words
-            problems.append(f"next_fast_size({n}) raised {type(exc).__name__}: {exc}")
+            kinds.setdefault(f"raised {type(exc).__name__}", []).append(f"next_fast_size({n}) raised {type(exc).__name__}: {exc}")
             continue
         if not isinstance(got, (int, np.integer)):
-            problems.append(f"next_fast_size({n}) should return an int; got {got!r}")
+            kinds.setdefault("type", []).append(f"next_fast_size({n}) should return an int; got {got!r}")
             continue
         got = int(got)
         if got == want:
             continue
         if got < n:
-            problems.append(f"next_fast_size({n}) = {got} is smaller than n: the transform must hold all n points (pad, never cut).")
+            kinds.setdefault("small", []).append(f"next_fast_size({n}) = {got} is smaller than n: the transform must hold all n "
+                                                 "points (pad, never cut).")
+        elif fft.is_fast_size(n):
+            kinds.setdefault("fast", []).append(f"next_fast_size({n}) = {got}, but {n} = {_factors(n)} is fast already: return n "
+                                                "itself.")
+        elif got == n:
+            kinds.setdefault("slips", []).append(f"next_fast_size({n}) = {n} = {_factors(n)}: a factor other than 2, 3, 5, 7 slips "
+                                                 f"through (return n only when it is fast; here the next fast size is {want}).")
         elif got == 1 << (n - 1).bit_length() and got > want:
-            problems.append(f"next_fast_size({n}) = {got}, a power of two; {want} = {_factors(want)} is smaller and as fast: "
-                            "cuFFT's fast kernels cover factors 3, 5 and 7 too.")
+            kinds.setdefault("power", []).append(f"next_fast_size({n}) = {got}, a power of two; {want} = {_factors(want)} is smaller "
+                                                 "and as fast: cuFFT's fast kernels cover factors 3, 5 and 7 too.")
         elif got < want:
-            problems.append(f"next_fast_size({n}) = {got} = {_factors(got)}: a factor other than 2, 3, 5, 7 slips through.")
-        elif fft.is_fast_size(n) and got > n:
-            problems.append(f"next_fast_size({n}) = {got}, but {n} = {_factors(n)} is fast already: return n itself.")
+            kinds.setdefault("slips", []).append(f"next_fast_size({n}) = {got} = {_factors(got)}: a factor other than 2, 3, 5, 7 "
+                                                 "slips through.")
         else:
-            problems.append(f"next_fast_size({n}) = {got}; expected {want} = {_factors(want)}.")
+            kinds.setdefault("other", []).append(f"next_fast_size({n}) = {got}; expected {want} = {_factors(want)}.")
+    problems = []
+    for examples in kinds.values():
+        more = f" (and {len(examples) - 1} more size(s) like it)" if len(examples) > 1 else ""
+        problems.append(examples[0] + more)
     fail(problems, "Exercise 7.1")
     passed(f"Exercise 7.1: next_fast_size is right for {len(FAST_SIZE_CASES)} sizes, from 1 to {FAST_SIZE_CASES[-1]}.")
 
@@ -76,6 +89,17 @@ def _derivative_reference(spectrum: np.ndarray, n: int, length: float) -> np.nda
     return (spectrum.astype(np.complex128) * factor).astype(spectrum.dtype)
 
 
+@cuda.jit
+def _derivative_kernel(spectrum, out, k_unit, norm, nyquist):
+    """The speed reference of 7.2: one thread per (row, column), x along the columns, float32 throughout."""
+    i, r = cuda.grid(2)
+    rows, m = spectrum.shape
+    if i < m and r < rows:
+        k = k_unit * np.float32(i) if i != nyquist else np.float32(0)
+        v = spectrum[r, i]
+        out[r, i] = np.complex64(complex(-v.imag * k * norm, v.real * k * norm))
+
+
 def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> None:
     """Exercise 7.2: `derivative_spectrum(spectrum, out, n, length)` writes i k spectrum / n (Nyquist column zeroed) into out."""
     rows, n_even = problem_size("ch7_exercise_spectrum")
@@ -90,12 +114,43 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
         wrong = array_problems(got, want, what=f"out ({where})", rtol=1e-5, atol=1e-6 * float(np.abs(want).max()),
                                coverage_hint="Every (row, column) of the half spectrum needs a thread.")
         if wrong and not np.isnan(got).any():
-            wrong.append(_diagnose_derivative(got, host, want, n, length))
+            diagnosis = _diagnose_derivative(got, host, want, n, length)
+            wrong = wrong + [diagnosis] if diagnosis.startswith("compare with") else [diagnosis]
         problems += found + wrong
         if problems:
             break
     fail(problems, "Exercise 7.2")
-    passed("Exercise 7.2: i k f / n with the Nyquist column zeroed, for an even and an odd n, on random spectra.")
+    small = (8, 34)  # 8 rows of the half spectrum of n = 66: a warp that walks the rows shows it
+    arguments = [("traced", "spectrum", random_array(small, np.complex64, seed=72)), ("traced", "out", np.zeros(small, np.complex64)),
+                 ("value", "n", 66), ("value", "length", 3.0)]
+    trace, note = trace_of(lambda spectrum, out, n, length: derivative_spectrum(spectrum, out, n, length), arguments)
+    if trace is not None:
+        advice = "Let x, the fastest thread index, walk the columns: i, r = cuda.grid(2), with the grid's x covering the columns."
+        problems += (float64_problems(trace) + coalescing_problems(trace, "spectrum", small, advice, itemsize=8)
+                     + coalescing_problems(trace, "out", small, advice, write=True, itemsize=8))
+    fail(problems[:2], "Exercise 7.2")
+    slow, speed = _derivative_speed(derivative_spectrum)
+    fail(slow, "Exercise 7.2")
+    passed(f"Exercise 7.2: i k f / n with the Nyquist column zeroed, for an even and an odd n, on random spectra, in complex64, "
+           f"its warps reading and writing neighbouring columns{speed}{note}.")
+    speed_note("Exercise 7.2", "derivative_spectrum")
+
+
+def _derivative_speed(derivative_spectrum: Callable[..., object]) -> tuple[list[str], str]:
+    """On a GPU, the student's k-space step beside a plain kernel, on a half spectrum several times the L2 cache."""
+    if not mode.on_gpu():
+        return [], ""
+    n = 2046  # 1024 columns of complex64 per row
+    columns = n // 2 + 1
+    rows = -(-elements_beyond_l2(8) // columns)
+    spectrum = to_device(random_array((rows, columns), np.complex64, seed=721))
+    out = to_device(np.zeros((rows, columns), np.complex64))
+    length = 3.0
+    blocks = (-(-columns // 32), -(-rows // 8))
+    k_unit, norm = np.float32(2 * np.pi / length), np.float32(1 / n)
+    return speed_verdict("Exercise 7.2", "derivative_spectrum", lambda: derivative_spectrum(spectrum, out, n, length),
+                         lambda: _derivative_kernel[blocks, (32, 8)](spectrum, out, k_unit, norm, n // 2), 2 * 8 * rows * columns,
+                         8 * rows * columns, "Does x walk the columns, and is the arithmetic float32 (complex64)?")
 
 
 def _diagnose_derivative(got: np.ndarray, host: np.ndarray, want: np.ndarray, n: int, length: float) -> str:
@@ -118,6 +173,10 @@ def _diagnose_derivative(got: np.ndarray, host: np.ndarray, want: np.ndarray, n:
         zeroed[:, -1] = 0
         if near(zeroed):
             return "for odd n the last column is an ordinary wave number, (n - 1) / 2: only even n has a Nyquist column to zero."
+    factor = _common_factor(got, want)
+    if factor is not None:
+        return (f"the values are {factor:.4g} times the expected ones: out[r, i] = spectrum[r, i] * i * (2 pi / length) * i / n, "
+                f"with n = {n}.")
     return "compare with out[r, i] = spectrum[r, i] * i * (2 pi / length) * i / n, and 0 in column n // 2 when n is even."
 
 
@@ -165,6 +224,18 @@ def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
     passed(f"Exercise 7.3: the Poisson division is right on a {ny} x {nx} mesh of size {lengths[0]} x {lengths[1]}, zero mode included.")
 
 
+def _common_factor(got: np.ndarray, want: np.ndarray) -> float | None:
+    """The real factor c with got = c * want everywhere (want's zeros and non-finite values left out), if there is one and c != 1."""
+    mask = np.isfinite(want) & np.isfinite(got) & (np.abs(want) > 1e-6 * float(np.abs(want[np.isfinite(want)]).max()))
+    if not mask.any():
+        return None
+    ratios = (got[mask] / want[mask]).astype(np.complex128)
+    factor = complex(np.median(ratios.real), np.median(ratios.imag))
+    if abs(factor.imag) > 1e-3 * abs(factor) or not np.allclose(ratios, factor, rtol=1e-3) or math.isclose(factor.real, 1, rel_tol=1e-3):
+        return None
+    return factor.real
+
+
 def _diagnose_poisson(got: np.ndarray, host: np.ndarray, want: np.ndarray, nx: int, lengths: tuple[float, float]) -> str:
     ny = host.shape[0]
     if np.isfinite(got[0, 0]) and got[0, 0] != 0 and np.allclose(got[1:], want[1:], rtol=1e-4):
@@ -174,10 +245,18 @@ def _diagnose_poisson(got: np.ndarray, host: np.ndarray, want: np.ndarray, nx: i
         mask = np.isfinite(candidate)
         return bool(np.allclose(got[mask], candidate[mask], rtol=1e-4, atol=1e-7 * float(np.abs(candidate[mask]).max())))
 
-    if near(want * nx * ny):
-        return "the values are nx ny times too large: divide by nx * ny (the inverse transform does not)."
     if near(-want):
         return "the sign is wrong: u_xx + u_yy = rho becomes -(kx^2 + ky^2) u = rho in Fourier space."
+    factor = _common_factor(got, want)
+    if factor is not None:
+        named = {nx * ny: "nx ny", nx: "nx", ny: "ny", 1 / (nx * ny): "1 / (nx ny)", 1 / nx: "1 / nx", 1 / ny: "1 / ny",
+                 (nx * ny) ** 0.5: "sqrt(nx ny)", 2 * np.pi: "2 pi", (2 * np.pi) ** 2: "(2 pi)^2"}
+        name = next((words for value, words in named.items() if math.isclose(factor, value, rel_tol=1e-3)), None)
+        if name == "nx ny":
+            return "the values are nx ny times too large: divide by nx * ny (the inverse transform does not)."
+        said = f" ({name})" if name else ""
+        return (f"the values are {factor:.4g}{said} times the expected ones: divide by (kx^2 + ky^2) and by nx * ny = {nx * ny}, "
+                "once each, with kx = 2 pi i / Lx and ky = 2 pi j / Ly.")
     if near(_poisson_reference(host, nx, lengths, negative_rows=False)):
         return (f"rows above ny / 2 = {ny // 2} are wrong: row j holds wave number j - ny there (the FFT's order), "
                 "not j; its square is smaller.")

@@ -1,4 +1,4 @@
-"""The pieces a kernel exercise's check is made of, beyond right values: a trace, racecheck, speed.
+"""The pieces a kernel exercise's check is made of, beyond right values: a trace, compute-sanitizer, speed.
 
 Each returns problems in words (an empty list when all is well) and, where useful, a phrase for
 the check's success line. They give the same verdict in both modes wherever the evidence exists in
@@ -11,9 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import mode
-from .sanitizer import racecheck, racecheck_available
-from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, speed_problem
-from .trace import ReplayError, Trace, first_request_example, float64_message, race_problem, traced_run, uncoalesced
+from .sanitizer import racecheck_available, sanitize
+from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, record, speed_problem
+from .trace import (
+    ReplayError,
+    Trace,
+    block_race,
+    divergent_barrier,
+    first_request_example,
+    float64_message,
+    race_problem,
+    traced_run,
+    uncoalesced,
+    uninitialised_shared_read,
+)
 
 
 def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = False) -> tuple[Trace | None, str]:
@@ -28,15 +39,27 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
         return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {str(exc)[:200]})"
 
 
+def hazard(trace: Trace | None) -> str | None:
+    """The first hazard a trace shows, in words: a barrier not every thread reaches, a shared-memory race, a read of shared
+    memory nobody wrote, a global element two blocks update without an atomic (None if there is none)."""
+    if trace is None:
+        return None
+    return divergent_barrier(trace) or race_problem(trace) or uninitialised_shared_read(trace) or block_race(trace)
+
+
 def trace_naming_races(entry: Callable, arguments: Sequence[tuple[str, str, object]], problems: list[str],
-                       exercise: str) -> tuple[Trace | None, str]:
-    """`trace_of` with shared memory; if the trace shows a race on it, fail with the race first (it explains wrong values)."""
+                       exercise: str, unwritten_hint: str = "") -> tuple[Trace | None, str]:
+    """`trace_of` with shared memory; if the trace shows a hazard (`hazard`), fail with it alone: it is the cause of wrong values.
+
+    `unwritten_hint` follows the words for a shared slot read before anyone wrote it: what the exercise's kernel should store.
+    """
     from . import fail
 
     trace, note = trace_of(entry, arguments, shared=True)
-    race = race_problem(trace) if trace is not None else None
-    if race:
-        fail([race] + problems, exercise)
+    found = hazard(trace)
+    if found:
+        unwritten = trace is not None and found == uninitialised_shared_read(trace)
+        fail([f"{found} {unwritten_hint}" if unwritten and unwritten_hint else found], exercise)
     return trace, note
 
 
@@ -64,15 +87,16 @@ def float64_problems(trace: Trace | None) -> list[str]:
 
 
 def racecheck_problems(entry: Callable, arguments: Sequence[tuple[str, str, object]]) -> tuple[list[str], str]:
-    """On a GPU, compute-sanitizer's racecheck of `entry(*arguments)`: (problems, a phrase for the success line)."""
+    """On a GPU, compute-sanitizer's racecheck and synccheck of `entry(*arguments)`: (problems, a phrase for the success line)."""
     if not mode.on_gpu():
         return [], ""
     if not racecheck_available():
-        return [], "; compute-sanitizer is not on the PATH, so racecheck did not run"
-    report = racecheck(entry, arguments)
-    if report.errors:
-        return [report.describe()], ""
-    return [], "; compute-sanitizer's racecheck found no hazard"
+        return [], "; compute-sanitizer is not on the PATH, so racecheck and synccheck did not run"
+    for tool in ("synccheck", "racecheck"):  # a barrier in a branch first: it also makes racecheck report hazards
+        report = sanitize(entry, arguments, tool)
+        if report.errors:
+            return [report.describe()], ""
+    return [], "; compute-sanitizer's racecheck and synccheck found no hazard"
 
 
 def speed_note(exercise: str, what: str) -> None:
@@ -91,5 +115,6 @@ def speed_verdict(exercise: str, what: str, mine: Callable[[], object], referenc
     if mode.is_simulator():
         return [], ""
     comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
+    record(exercise, comparison.ratio, slowest)
     problem = speed_problem(comparison, what, where_to_look, slowest)
     return ([problem] if problem else []), "; " + comparison.summary()

@@ -1,15 +1,20 @@
 """How fast a student's kernel is, beside the reference and the copy ceiling, measured in one run (GPU only).
 
 Absolute times say little (they depend on the GPU); ratios measured together say a lot. `compare_speed`
-times the student's call and the reference's alternately with `gpucourse.benchmark`, takes the
+times the student's call and the reference's in interleaved samples with `gpucourse.benchmark` (both
+launched the same way, on the same arrays), takes the median of the paired ratios and the
 device-to-device copy ceiling of the same session, and turns a slow answer into a sentence that says
-what is slow and where to look. The arrays must not fit in the L2 cache (`check_beyond_l2`), so that
-no figure can exceed the measured ceiling. In the simulator a timing says nothing about a GPU:
-`gpu_only_note` prints one line saying that this part is judged only on a GPU.
+what is slow and where to look. The reference is the kernel the exercise describes, written plainly,
+so that a right answer lands near a ratio of 1 on any GPU, well above the bar. The arrays must not
+fit in the L2 cache (`check_beyond_l2`; `elements_beyond_l2` sizes them), so that no figure can
+exceed the measured ceiling. `history()` lists every comparison made in this process (the GPU CI
+runs each solution's checks several times and records the lowest ratio). In the simulator a timing
+says nothing about a GPU: `gpu_only_note` prints one line saying that this part is judged only on a GPU.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,11 +25,28 @@ from ..timing import bandwidth_ceilings, benchmark, effective_bandwidth_gbs
 
 #: A right answer need not match the reference, but it must reach this fraction of its bandwidth.
 SLOWER_THAN_REFERENCE = 0.7
+#: Interleaved samples of each kernel per comparison, and timed batches per sample.
+ROUNDS, REPEAT = 5, 5
+#: Arrays timed by a check are at least this many times the L2 cache.
+L2_FACTOR = 4
+
+_HISTORY: list[dict] = []
 
 
-def gpu_only_note(exercise: str, what: str) -> None:
-    """In the simulator, say in one line (not a check mark) that `what` is judged only on a GPU."""
-    print(f"\u23f1 {exercise}: {what} is judged only on a GPU (simulator times are Python's, not a GPU's).")
+def history() -> list[dict]:
+    """Every speed comparison made in this process, in order: {'exercise', 'ratio' (yours / the reference's), 'bar', 'passed'}."""
+    return [dict(entry) for entry in _HISTORY]
+
+
+def elements_beyond_l2(itemsize: int, at_least: int = 1 << 20) -> int:
+    """Elements of `itemsize` bytes for one timed array of a check: L2_FACTOR times the L2 cache, and at least `at_least`."""
+    l2 = current_device().l2_cache_bytes or 0
+    return max(at_least, -(-L2_FACTOR * l2 // itemsize))
+
+
+def gpu_only_note(exercise: str, what: str, verb: str = "is", reason: str = "simulator times are Python's, not a GPU's") -> None:
+    """In the simulator, say in one line (not a check mark) that `what` is judged only on a GPU, and why."""
+    print(f"\u23f1 {exercise}: {what} {verb} judged only on a GPU ({reason}).")
 
 
 def check_beyond_l2(bytes_per_array: int, what: str) -> None:
@@ -42,6 +64,7 @@ class SpeedComparison:
     mine_gbs: float
     reference_gbs: float
     copy_gbs: float
+    paired_ratio: float | None = None  # the median of the ratios of samples taken side by side
 
     @property
     def mine_fraction(self) -> float:
@@ -55,8 +78,8 @@ class SpeedComparison:
 
     @property
     def ratio(self) -> float:
-        """Student over reference."""
-        return self.mine_gbs / self.reference_gbs
+        """Student over reference (from samples taken side by side, where there are some)."""
+        return self.paired_ratio if self.paired_ratio is not None else self.mine_gbs / self.reference_gbs
 
     def summary(self) -> str:
         """One phrase: both bandwidths and their share of the copy ceiling."""
@@ -65,25 +88,42 @@ class SpeedComparison:
 
 
 def compare_speed(mine: Callable[[], object], reference: Callable[[], object], bytes_moved: int, bytes_per_array: int,
-                  what: str, rounds: int = 3) -> SpeedComparison:
-    """Time `mine()` and `reference()` alternately (GPU only); bandwidths from `bytes_moved` per call."""
+                  what: str, rounds: int = ROUNDS) -> SpeedComparison:
+    """Time `mine()` and `reference()` in interleaved samples (GPU only); bandwidths from `bytes_moved` per call.
+
+    Each round times one sample of each, the two in a random order, so that a drift of the clocks or
+    of a neighbour's load touches both alike; the ratio is the median of the rounds' ratios.
+    """
     if mode.is_simulator():
         raise RuntimeError("speed is compared on a GPU only")
     check_beyond_l2(bytes_per_array, what)
     ceiling = bandwidth_ceilings()
+    order = random.Random(len(_HISTORY))
     mine_ms, reference_ms = [], []
     for _ in range(rounds):
-        mine_ms.append(benchmark(mine, repeat=7).median_ms)
-        reference_ms.append(benchmark(reference, repeat=7).median_ms)
+        pair = {}
+        for name in order.sample(["mine", "reference"], 2):
+            pair[name] = benchmark(mine if name == "mine" else reference, repeat=REPEAT).median_ms
+        mine_ms.append(pair["mine"])
+        reference_ms.append(pair["reference"])
     mine_gbs = effective_bandwidth_gbs(bytes_moved, statistics.median(mine_ms))
     reference_gbs = effective_bandwidth_gbs(bytes_moved, statistics.median(reference_ms))
-    return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs)
+    paired = statistics.median(r / m for m, r in zip(mine_ms, reference_ms))
+    return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs, paired)
+
+
+def record(exercise: str, ratio: float, bar: float) -> bool:
+    """Add one speed comparison to `history()` (`ratio`: the student's speed over the reference's); True if it reaches `bar`."""
+    passed = ratio >= bar
+    _HISTORY.append({"exercise": exercise, "ratio": round(float(ratio), 4), "bar": bar, "passed": passed})
+    return passed
 
 
 def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str, slowest: float = SLOWER_THAN_REFERENCE) -> str | None:
     """Words for a student's kernel below `slowest` times the reference's bandwidth (None if it keeps up)."""
     if comparison.ratio >= slowest:
         return None
-    return (f"your {what} is right but slow: it reaches {comparison.mine_fraction:.0%} of the copy ceiling "
-            f"({comparison.mine_gbs:.0f} GB/s), the reference {comparison.reference_fraction:.0%} "
-            f"({comparison.reference_gbs:.0f} GB/s), measured together on this GPU. {where_to_look}")
+    return (f"your {what} is right but slow: {comparison.ratio:.0%} of the reference's speed (at least {slowest:.0%} "
+            f"expected); it reaches {comparison.mine_fraction:.0%} of the copy ceiling ({comparison.mine_gbs:.0f} GB/s), the "
+            f"reference {comparison.reference_fraction:.0%} ({comparison.reference_gbs:.0f} GB/s), measured together on this GPU. "
+            f"{where_to_look}")

@@ -28,6 +28,7 @@ import importlib
 import json
 import linecache
 import marshal
+import math
 import os
 import pickle
 import subprocess
@@ -37,6 +38,7 @@ import types
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -59,6 +61,8 @@ class Access:
     sequence: int  # the how-many-th access of this thread to this array (same kind)
     epoch: int = 0  # how many cuda.syncthreads() the thread had passed
     where: tuple[str, int] = ("", 0)  # (file, line) of the access in the student's code
+    launch: int = 0  # the how-many-th launch of the traced run (from 0)
+    atomic: bool = False  # made by a cuda.atomic function
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,11 @@ class Trace:
 
     accesses: list[Access]
     launches: list[Launch] = field(default_factory=list)
-    float64_stores: dict[str, int] = field(default_factory=dict)
+    float64_stores: dict[str, int] = field(default_factory=dict)  # "array (its dtype)" -> float64 or complex128 values stored
     float64_lines: list[tuple[str, int]] = field(default_factory=list)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: (launch, block, thread) -> the (file, line) of each cuda.syncthreads() the thread reached, in order
+    barriers: dict[tuple, list[tuple[str, int]]] = field(default_factory=dict)
 
     def of(self, array: str) -> list[Access]:
         """The accesses to one array."""
@@ -93,8 +99,15 @@ class _AccessLog:
         self.float64_lines: set[tuple[str, int]] = set()
         self.launches: list[Launch] = []
         self.shapes: dict[str, tuple[int, ...]] = {}
+        self.barriers: dict[tuple, list[tuple[str, int]]] = defaultdict(list)
 
-    def add(self, array: str, index, shape, write: bool, value=None, float32: bool = False) -> None:
+    def barrier(self, thread) -> None:
+        """Note that a simulated thread reached a cuda.syncthreads()."""
+        where = _user_line(sys._getframe(2))
+        with self.lock:
+            self.barriers[(len(self.launches) - 1, tuple(thread.blockIdx), tuple(thread.threadIdx))].append(where)
+
+    def add(self, array: str, index, shape, write: bool, value=None, narrow: bool = False) -> None:
         thread = threading.current_thread()
         if not hasattr(thread, "threadIdx"):  # host code (filling, copying back) is not a CUDA thread
             return
@@ -105,28 +118,48 @@ class _AccessLog:
                 element = int(index)
         except (TypeError, ValueError):  # a slice, or an index out of range (the simulator raises IndexError next)
             element = -1
-        frame = sys._getframe(2)
-        where = (frame.f_code.co_filename, frame.f_lineno)
+        where = _user_line(sys._getframe(2))
         block_dim = tuple(thread._manager._block_dim) if hasattr(thread, "_manager") else (0, 0, 0)
         epoch = getattr(thread, "_gpucourse_epoch", 0)
+        atomic = getattr(thread, "_gpucourse_atomic", False)
         with self.lock:
+            launch = len(self.launches) - 1
             self.shapes[array] = tuple(shape)
-            self.entries.append((array, tuple(thread.blockIdx), tuple(thread.threadIdx), block_dim, element, write, epoch, where))
-            if write and float32 and isinstance(value, np.float64):
-                self.float64_stores[array] += 1
+            self.entries.append((array, tuple(thread.blockIdx), tuple(thread.threadIdx), block_dim, element, write, epoch, where,
+                                 launch, atomic))
+            if write and narrow and isinstance(value, (np.float64, np.complex128, complex)):
+                self.float64_stores[f"{array} ({'complex64' if isinstance(value, complex) else 'float32'})"] += 1
                 self.float64_lines.add(where)
 
     def accesses(self) -> list[Access]:
         counters: dict[tuple, int] = defaultdict(int)
         result = []
-        for array, block, thread, block_dim, element, write, epoch, where in self.entries:
-            key = (array, block, thread, write)
-            result.append(Access(array, block, thread, block_dim, element, write, counters[key], epoch, where))
+        for array, block, thread, block_dim, element, write, epoch, where, launch, atomic in self.entries:
+            key = (array, launch, block, thread, write)
+            result.append(Access(array, block, thread, block_dim, element, write, counters[key], epoch, where, launch, atomic))
             counters[key] += 1
         return result
 
     def trace(self) -> Trace:
-        return Trace(self.accesses(), list(self.launches), dict(self.float64_stores), sorted(self.float64_lines), dict(self.shapes))
+        return Trace(self.accesses(), list(self.launches), dict(self.float64_stores), sorted(self.float64_lines), dict(self.shapes),
+                     {key: list(lines) for key, lines in self.barriers.items()})
+
+
+#: Files whose frames are machinery, not the code checked: Numba's simulator, NumPy, this module.
+_MACHINERY = tuple(str(Path(module.__file__).resolve().parent) for module in (np,)) + (str(Path(__file__).resolve()),)
+
+
+def _machinery(filename: str) -> bool:
+    return filename.startswith(_MACHINERY) or "/numba/" in filename or "/numba_cuda/" in filename
+
+
+def _user_line(frame) -> tuple[str, int]:
+    """(file, line) of the nearest frame, from `frame` outwards, that is the checked code rather than Numba's simulator or NumPy."""
+    first = frame
+    while frame is not None and _machinery(str(Path(frame.f_code.co_filename))):
+        frame = frame.f_back
+    frame = frame or first
+    return (frame.f_code.co_filename, frame.f_lineno)
 
 
 class _Traced(np.ndarray):
@@ -142,7 +175,8 @@ class _Traced(np.ndarray):
 
     def __setitem__(self, index, value):
         if _Traced._log is not None and getattr(self, "_traced_shape", None) is not None:
-            _Traced._log.add(self._name, index, self._traced_shape, write=True, value=value, float32=self.dtype == np.float32)
+            _Traced._log.add(self._name, index, self._traced_shape, write=True, value=value,
+                             narrow=self.dtype in (np.float32, np.complex64))
         super().__setitem__(index, value)
 
 
@@ -165,8 +199,12 @@ def poison_fill(array: np.ndarray) -> None:
 
 
 @contextlib.contextmanager
-def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[_AccessLog]:
-    """Log accesses to traced arrays (and, if `shared`, to shared arrays), barriers and launches made inside the block."""
+def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool = False) -> Iterator[_AccessLog]:
+    """Log accesses to traced arrays (and, if `shared`, to shared arrays), barriers and launches made inside the block.
+
+    With `typed`, thread and block indices are int32 and cuda.grid / cuda.gridsize int64, as Numba types them (so that
+    float32 * threadIdx.x is float64 here too).
+    """
     if not mode.is_simulator():
         raise RuntimeError("memory accesses can only be watched in the simulator")
     from numba.cuda.simulator import kernel as simulated
@@ -198,7 +236,41 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
 
     def counted_sync(self):
         self._gpucourse_epoch = getattr(self, "_gpucourse_epoch", 0) + 1
+        log.barrier(self)
         return original_sync(self)
+
+    def marked(function):
+        def atomic(self, *args):  # the accesses the simulator makes for an atomic are marked as one atomic update
+            thread = threading.current_thread()
+            thread._gpucourse_atomic = True
+            try:
+                return function(self, *args)
+            finally:
+                thread._gpucourse_atomic = False
+
+        return atomic
+
+    atomics = {name: value for name, value in vars(kernelapi.FakeCUDAAtomic).items() if callable(value) and not name.startswith("__")}
+    module = kernelapi.FakeCUDAModule
+    untyped = {name: vars(module)[name] for name in ("__init__", "threadIdx", "blockIdx", "grid", "gridsize")}
+
+    def int32_dims(dims):
+        return kernelapi.Dim3(*(np.int32(v) for v in dims))
+
+    def int64s(value):
+        return tuple(np.int64(v) for v in value) if isinstance(value, tuple) else np.int64(value)
+
+    def typed_init(self, grid_dim, block_dim, dynshared_size):
+        untyped["__init__"](self, grid_dim, block_dim, dynshared_size)
+        self.gridDim, self.blockDim = int32_dims(self.gridDim), int32_dims(self.blockDim)
+
+    typed_members = {
+        "__init__": typed_init,
+        "threadIdx": property(lambda self: int32_dims(threading.current_thread().threadIdx)),
+        "blockIdx": property(lambda self: int32_dims(threading.current_thread().blockIdx)),
+        "grid": lambda self, n: int64s(untyped["grid"](self, n)),
+        "gridsize": lambda self, n: int64s(untyped["gridsize"](self, n)),
+    }
 
     def recorded_call(self, *args):
         if not (self._device or simulated._kernel_context):
@@ -217,6 +289,11 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
     kernelapi.FakeCUDAShared.array = traced_shared
     simulated.BlockThread.syncthreads = counted_sync
     simulated.FakeCUDAKernel.__call__ = recorded_call
+    for name, function in atomics.items():
+        setattr(kernelapi.FakeCUDAAtomic, name, marked(function))
+    if typed:
+        for name, member in typed_members.items():
+            setattr(module, name, member)
     try:
         yield log
     finally:
@@ -225,6 +302,10 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True) -> Iterator[
         kernelapi.FakeCUDAShared.array = original_array
         simulated.BlockThread.syncthreads = original_sync
         simulated.FakeCUDAKernel.__call__ = original_call
+        for name, function in atomics.items():
+            setattr(kernelapi.FakeCUDAAtomic, name, function)
+        for name, member in untyped.items():
+            setattr(module, name, member)
 
 
 @contextlib.contextmanager
@@ -320,10 +401,10 @@ def races(accesses: Sequence[Access]) -> Race | None:
     groups: dict[tuple, list[Access]] = defaultdict(list)
     for access in accesses:
         if access.array == "shared" and access.element >= 0:
-            groups[(access.block, access.element, access.epoch)].append(access)
+            groups[(access.launch, access.block, access.element, access.epoch)].append(access)
     found: list[tuple[Access, Access, tuple, int]] = []
-    for (block, element, _), group in groups.items():
-        writers = [a for a in group if a.write]
+    for (_, block, element, _), group in groups.items():
+        writers = [a for a in group if a.write and not a.atomic]
         if not writers:
             continue
         threads = {a.thread for a in group}
@@ -336,6 +417,135 @@ def races(accesses: Sequence[Access]) -> Race | None:
         return None
     write, other, block, element = min(found, key=lambda f: (f[2], f[0].where[1], f[1].where[1], f[3]))
     return Race(block, element, write, other, len(found))
+
+
+def _index_text(array: str, element: int, shapes: dict[str, tuple[int, ...]]) -> str:
+    shape = shapes.get(array)
+    index = ", ".join(map(str, np.unravel_index(element, shape))) if shape and element >= 0 else str(element)
+    return f"{array}[{index}]"
+
+
+def _line_text(where: tuple[str, int]) -> str:
+    return f"line {where[1]} (`{source_line(*where)}`)"
+
+
+def _block_text(block: tuple[int, ...]) -> str:
+    return f"block {block[0]}" if block[1:] in ((0, 0), (0,), ()) else f"block {tuple(block)}"
+
+
+def divergent_barrier(trace: Trace) -> str | None:
+    """Words for a cuda.syncthreads() that some threads of a block reach and others do not (None if every block agrees).
+
+    Each thread's barriers are listed in the order it reached them; in a block, every thread must
+    reach the same barriers. The first place where two threads' lists part names the barrier.
+    """
+    blocks: dict[tuple, dict[tuple, list]] = defaultdict(dict)
+    for (launch, block, thread), lines in trace.barriers.items():
+        blocks[(launch, block)][thread] = lines
+    for (launch, block), threads in sorted(blocks.items()):
+        size = math.prod(trace.launches[launch].threads) if 0 <= launch < len(trace.launches) else len(threads)
+        if len(threads) == size and len({tuple(lines) for lines in threads.values()}) == 1:
+            continue
+        longest = max(len(lines) for lines in threads.values())
+        for position in range(longest):
+            reached = [lines[position] for lines in threads.values() if len(lines) > position]
+            if len(reached) < size or len(set(reached)) > 1:
+                break
+        lines = sorted(set(reached), key=lambda w: w[1])
+        if len(lines) > 1:
+            return (f"threads of {_block_text(block)} reach different barriers ({' and '.join(_line_text(w) for w in lines)}): "
+                    "every thread of a block must reach the same cuda.syncthreads(), the same number of times. Put one barrier "
+                    "outside the branches.")
+        return (f"the cuda.syncthreads() at {_line_text(lines[0])} is reached by {len(reached)} of the {size} threads of "
+                f"{_block_text(block)}, not by the others: it sits inside an `if` (or after a `return`). Every thread of a block "
+                "must reach every barrier, or the block hangs or runs on early (undefined behaviour): move it out of the branch.")
+    return None
+
+
+def uninitialised_shared_read(trace: Trace) -> str | None:
+    """Words for a read of a shared element that no thread of the block had written yet (None if there is none)."""
+    written: set[tuple] = set()
+    for access in trace.accesses:  # in the order they happened
+        if access.array != "shared" or access.element < 0:
+            continue
+        key = (access.launch, access.block, access.element)
+        if access.write:
+            written.add(key)
+        elif key not in written:
+            return (f"thread {access.thread} of {_block_text(access.block)} reads {_index_text('shared', access.element, trace.shapes)} "
+                    f"at {_line_text(access.where)} before any thread of the block wrote it: shared memory starts with whatever "
+                    "was there before. Every slot the kernel reads must be written first, then a cuda.syncthreads().")
+    return None
+
+
+def block_race(trace: Trace) -> str | None:
+    """Words for one element of a traced (global) array that two blocks of one launch touch, at least one writing without an atomic."""
+    groups: dict[tuple, list[Access]] = defaultdict(list)
+    for access in trace.accesses:
+        if access.array != "shared" and access.element >= 0:
+            groups[(access.launch, access.array, access.element)].append(access)
+    for (_, array, element), group in sorted(groups.items(), key=lambda item: item[0]):
+        plain_writes = [a for a in group if a.write and not a.atomic]
+        if not plain_writes or len({a.block for a in group}) < 2:
+            continue
+        write = plain_writes[0]
+        others = [a for a in group if a.block != write.block]
+        if not others:
+            write = next(a for a in plain_writes if a.block != plain_writes[0].block)
+            others = [a for a in group if a.block != write.block]
+        other = others[0]
+        name = _index_text(array, element, trace.shapes)
+        if all(a.atomic for a in others):
+            return (f"{_block_text(write.block)} writes {name} at {_line_text(write.where)} while other blocks of the same launch "
+                    f"add to it with atomics at {_line_text(other.where)}: blocks run in any order, at the same time, so the "
+                    "plain write can come after another block's addition and wipe it out. Set it before the kernel "
+                    "(a launch of its own), not inside the kernel that adds to it.")
+        blocks = sorted({a.block for a in group if not a.atomic})
+        return (f"blocks update `{name}` without an atomic: {_block_text(blocks[0])} and {_block_text(blocks[1])} both read and "
+                f"write it at {_line_text(write.where)}. Blocks run at the same time, so two of them can read the same old value "
+                f"and one addition is lost. Use cuda.atomic.add({array}, {element}, value) for the update.")
+    return None
+
+
+def atomics_per_launch(trace: Trace, array: str) -> list[tuple[int, int]]:
+    """For each launch that updates `array` atomically: (atomic updates made, blocks launched)."""
+    counts: dict[int, int] = defaultdict(int)
+    for access in trace.accesses:
+        if access.array == array and access.atomic and access.write:
+            counts[access.launch] += 1
+    return [(count, math.prod(trace.launches[launch].blocks)) for launch, count in sorted(counts.items())]
+
+
+def lanes_per_request(trace: Trace, array: str, write: bool = False) -> float:
+    """Mean number of lanes in a warp's request to `array` (32 when every thread of a full warp takes part)."""
+    requests = _warp_requests(trace.accesses, array, write)
+    return sum(len(lanes) for lanes in requests.values()) / len(requests) if requests else 0.0
+
+
+def divergent_warp_levels(trace: Trace) -> tuple[int, int]:
+    """(warp-levels in which only some lanes of a warp wrote shared memory, levels) over the barrier intervals after the first.
+
+    A level is a barrier interval of a block; a warp diverges there if some, not all, of its lanes
+    store to shared memory (the `if` of a tree level taken by part of the warp). The halving tree with
+    contiguous active threads diverges only in its last five levels, in one warp each.
+    """
+    active: dict[tuple, set[int]] = defaultdict(set)
+    sizes: dict[tuple, int] = {}
+    for access in trace.accesses:
+        if access.array != "shared" or not access.write or access.epoch == 0:
+            continue
+        bx, by, bz = access.block_dim
+        linear = access.thread[0] + bx * (access.thread[1] + by * access.thread[2])
+        active[(access.launch, access.block, access.epoch)].add(linear)
+        sizes[(access.launch, access.block)] = bx * by * bz
+    divergent = 0
+    for (launch, block, _), lanes in active.items():
+        size = sizes[(launch, block)]
+        for warp in {lane // 32 for lane in lanes}:
+            width = min(32, size - 32 * warp)
+            if len({lane for lane in lanes if lane // 32 == warp}) < width:
+                divergent += 1
+    return divergent, len(active)
 
 
 def source_line(filename: str, line: int) -> str:
@@ -416,11 +626,13 @@ class _Describer:
 
 
 def _typed_constants(code: types.CodeType) -> types.CodeType:
-    """The same code with float literals as numpy.float64 and int literals as numpy.int64 (Numba's literal types)."""
+    """The same code with float, int and complex literals as numpy.float64, int64 and complex128 (Numba's literal types)."""
     constants = []
     for constant in code.co_consts:
         if type(constant) is float:
             constants.append(np.float64(constant))
+        elif type(constant) is complex:
+            constants.append(np.complex128(constant))
         elif type(constant) is int:
             constants.append(np.int64(constant))
         elif isinstance(constant, types.CodeType):
@@ -428,6 +640,20 @@ def _typed_constants(code: types.CodeType) -> types.CodeType:
         else:
             constants.append(constant)
     return code.replace(co_consts=tuple(constants))
+
+
+def _numba_complex(real=0, imag=None):
+    """complex() as Numba types it: complex64 from float32 values, complex128 otherwise."""
+    imag = real.dtype.type(0) if imag is None and isinstance(real, np.float32) else (0 if imag is None else imag)
+    if isinstance(real, np.float32) and isinstance(imag, np.float32):
+        return np.complex64(complex(real, imag))
+    return np.complex128(complex(real, imag))
+
+
+def _numba_typed(value):
+    """A Python number as Numba freezes a global or a closure variable in a kernel: float64, int64 or complex128."""
+    kinds = {float: np.float64, int: np.int64, complex: np.complex128}
+    return kinds[type(value)](value) if type(value) in kinds else value
 
 
 class _TypedMath:
@@ -457,6 +683,8 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
     from numba import cuda
 
     namespace: dict = {"__builtins__": builtins}
+    if typed_constants:
+        namespace.update(complex=_numba_complex, float=np.float64)
     made: dict[str, object] = {}
     options = dict(jit_options or {})
 
@@ -471,10 +699,9 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
             for part in description[2].split("."):
                 target = getattr(target, part)
             return target
-        if kind == "value":
-            return pickle.loads(description[1])
-        if kind == "object":
-            return description[1]
+        if kind in ("value", "object"):
+            value = pickle.loads(description[1]) if kind == "value" else description[1]
+            return _numba_typed(value) if typed_constants else value
         if kind == "function":
             return build(description[1])
         raise ReplayError(f"cannot rebuild {description!r}")
@@ -522,14 +749,16 @@ def _trace_here(payload: dict, arguments, shared: bool) -> Trace:
     """Rebuild and run the launcher in this (simulator) process, traced."""
     launcher = _rebuild(payload, typed_constants=True)
     prepared = _prepared(arguments)
-    with trace_accesses(shared=shared) as log:
+    with trace_accesses(shared=shared, typed=True) as log:
         launcher(*prepared)
     return log.trace()
 
 
 def _trace_to_json(trace: Trace) -> str:
     return json.dumps({
-        "accesses": [[a.array, a.block, a.thread, a.block_dim, a.element, a.write, a.sequence, a.epoch, a.where] for a in trace.accesses],
+        "accesses": [[a.array, a.block, a.thread, a.block_dim, a.element, a.write, a.sequence, a.epoch, a.where, a.launch, a.atomic]
+                     for a in trace.accesses],
+        "barriers": [[list(key[1]), list(key[2]), key[0], lines] for key, lines in trace.barriers.items()],
         "launches": [[x.name, x.blocks, x.threads] for x in trace.launches],
         "float64_stores": trace.float64_stores,
         "float64_lines": trace.float64_lines,
@@ -539,10 +768,12 @@ def _trace_to_json(trace: Trace) -> str:
 
 def _trace_from_json(text: str) -> Trace:
     data = json.loads(text)
-    accesses = [Access(r[0], tuple(r[1]), tuple(r[2]), tuple(r[3]), r[4], r[5], r[6], r[7], tuple(r[8])) for r in data["accesses"]]
+    accesses = [Access(r[0], tuple(r[1]), tuple(r[2]), tuple(r[3]), r[4], r[5], r[6], r[7], tuple(r[8]), r[9], r[10])
+                for r in data["accesses"]]
+    barriers = {(launch, tuple(block), tuple(thread)): [tuple(w) for w in lines] for block, thread, launch, lines in data["barriers"]}
     launches = [Launch(r[0], tuple(r[1]), tuple(r[2])) for r in data["launches"]]
     shapes = {name: tuple(shape) for name, shape in data["shapes"].items()}
-    return Trace(accesses, launches, data["float64_stores"], [tuple(w) for w in data["float64_lines"]], shapes)
+    return Trace(accesses, launches, data["float64_stores"], [tuple(w) for w in data["float64_lines"]], shapes, barriers)
 
 
 _REPLAY_SCRIPT = r"""
@@ -582,6 +813,10 @@ def float64_message(trace: Trace) -> str | None:
     if not trace.float64_stores:
         return None
     lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_lines[:3])
+    if all(key.endswith("(complex64)") for key in trace.float64_stores):
+        return float64_advice(f"complex128 values were stored into a complex64 array at {lines}") + (
+            " A complex number built from float64 parts, or multiplied by a Python complex such as 1j, is complex128: build it "
+            "with np.complex64(complex(re, im)) from float32 parts.")
     return float64_advice(f"float64 values were stored into a float32 array at {lines}")
 
 
@@ -591,6 +826,43 @@ def float64_advice(evidence: str) -> str:
             "compiled kernel a Python literal is float64 (2.0) or int64 (2), and float32 * float64 or float32 * int64 is "
             "float64; so is a Python float passed as an argument. Write float32(2.0) (from numba import float32) or pass "
             "numpy.float32 values.")
+
+
+def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
+    """Where a scalar function (the element function of a ufunc) first makes a float64 from float32 arguments, as Numba types it.
+
+    The function is made again with its number literals, and the Python numbers it reads from its
+    globals, as NumPy float64 / int64 scalars (Numba's types), and run once on `arguments` with
+    Python's line tracing: the first line after which a local variable, or the returned value, is a
+    float64 is the line that widened the arithmetic. Runs in either mode (it is plain Python).
+    Returns (file, line), or None if every value stayed float32.
+    """
+    python = getattr(function, "py_func", None) or function
+    code = _typed_constants(python.__code__)
+    names = {name: (_TypedMath() if value is math else _numba_typed(value)) for name, value in python.__globals__.items()}
+    cells = tuple(types.CellType(_numba_typed(c.cell_contents)) for c in python.__closure__ or ())
+    typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
+    found: list[int] = []
+    wide = (np.float64, np.complex128)
+
+    def watch(frame, event, arg):
+        if frame.f_code is not code or found:
+            return watch if frame.f_code is code else None
+        if event == "line" and watch.previous and any(isinstance(v, wide) for v in frame.f_locals.values()):
+            found.append(watch.previous)
+        elif event == "return" and isinstance(arg, wide):
+            found.append(frame.f_lineno)
+        watch.previous = frame.f_lineno
+        return watch
+
+    watch.previous = 0
+    previous = sys.gettrace()
+    sys.settrace(watch)
+    try:
+        typed(*arguments)
+    finally:
+        sys.settrace(previous)
+    return (python.__code__.co_filename, found[0]) if found else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -238,10 +238,17 @@ class LoopbackFabric:
 
     def _deadlock(self, current: list[int]) -> str:
         waiting = []
-        for rank in range(self.size):
-            if current[rank] < len(self.groups[rank]):
-                call = next(c for c in self.groups[rank][current[rank]] if not c.done)
-                waiting.append(f"rank {rank} waits in its {call.describe()}")
+        stuck = [r for r in range(self.size) if current[r] < len(self.groups[r])]
+        calls = {r: next(c for c in self.groups[r][current[r]] if not c.done) for r in stuck}
+        for rank in sorted(range(self.size), key=lambda r: r in calls and calls[r].peer == r):  # waits on another rank first
+            if rank in calls:
+                call = calls[rank]
+                if call.peer == rank:  # a rank waiting on itself: its matching call comes later in its own code
+                    other = "receive" if call.kind == "send" else "send"
+                    waiting.append(f"rank {rank} waits in its {call.describe().replace(f'rank {rank}', 'itself')}, whose matching "
+                                   f"{other} it posts only afterwards")
+                else:
+                    waiting.append(f"rank {rank} waits in its {call.describe()}")
             else:
                 unmatched = [c for group in self.groups[rank] for c in group if not c.done]
                 waiting.append(f"rank {rank} has finished" + (f" with {unmatched[0].describe()} unmatched" if unmatched else ""))
