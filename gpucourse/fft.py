@@ -34,7 +34,7 @@ from .arrays import require_cupy
 from .errors import ArrayArgumentError
 from .launch import STREAMS, LibraryLaunch, planned, unowned
 from .roofline import gflops
-from .timing import Ceilings, Timing, benchmark, synchronize
+from .timing import Ceilings, Timing, alone, benchmark, synchronize
 
 KINDS = ("C2C", "R2C", "C2R")
 #: cuFFT's directions: a forward transform has exp(-i k x) in its sum, an inverse exp(+i k x).
@@ -475,6 +475,7 @@ def measure_transform(shape: Sequence[int], dtype, kind: str = "C2C", axes=None,
     return TransformTiming(plan.launches[0].spec, timing)
 
 
+@alone
 def plan_creation_ms(shape: Sequence[int], dtype, kind: str = "C2C", axes=None) -> float:
     """Wall-clock ms to make a new cuFFT plan for this transform (GPU only: the simulator has no plans)."""
     cupy = require_cupy("Timing cuFFT plan creation")
