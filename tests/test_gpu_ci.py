@@ -131,10 +131,12 @@ def test_the_sampler_keeps_the_peak_of_a_window():
 
 
 SOLUTION = [
-    ("import numpy as np\nfrom gpucourse.checks import speed\n_ratios = []\n"
+    ("import numpy as np\nfrom gpucourse.checks import speed\n_ratios, _runs = [], [0]\n"
      "speed.history = lambda: [{'exercise': 'Exercise 9.1', 'ratio': r, 'bar': 0.7, 'passed': r >= 0.7} for r in _ratios]", {}),
-    ("_ratios.append(0.9 - 0.05 * len(_ratios))  # a fake speed comparison: lower at every run", {"grade": True, "grade_id": "fake-check-1"}),
-    ("assert len(_ratios) < 3, 'slow on the third run'", {"grade": True, "grade_id": "fake-check-2"}),
+    ("_runs[0] += 1\n_ratios.append(0.95 - 0.05 * _runs[0])  # a fake speed comparison, lower at every run",
+     {"grade": True, "grade_id": "fake-check-1"}),
+    ("_ratios.append(1.0)\nassert _runs[0] < 3, 'slow on the third run'", {"grade": True, "grade_id": "fake-check-2"}),
+    ("_others = globals().get('_others', 0) + 1  # a check that times nothing", {"grade": True, "grade_id": "fake-check-3"}),
     ("print('done')", {}),
 ]
 
@@ -156,12 +158,13 @@ def test_a_solutions_check_cells_run_again_and_their_lowest_speed_is_kept(tmp_pa
         row = gpu_ci.run_solution(path, run, {}, 4, None)
     finally:
         gpu_ci.ROOT = original
-    assert row["error"] == "" and row["cells"] == 4 and row["history_available"]
+    assert row["error"] == "" and row["cells"] == 5 and row["history_available"]
     first, second = row["checks"]["fake-check-1"], row["checks"]["fake-check-2"]
+    assert row["checks"]["fake-check-3"]["runs"] == 1  # it compared no speed: run once
     assert first["runs"] == 4 and [s["ratio"] for s in first["speeds"]] == pytest.approx([0.9, 0.85, 0.8, 0.75])
     assert second["runs"] == 4 and len(second["failures"]) == 2 and "slow on the third run" in second["failures"][0]
     result = gpu_ci.solutions_result([row], [], 1, run.args, small=False)
-    (one, two) = result["checks"]
+    (one, two, three) = result["checks"]
     assert one["lowest_ratio"] == pytest.approx(0.75) and one["bar"] == 0.7 and one["margin"] == pytest.approx(0.75 / 0.7 - 1, abs=1e-4)
     assert one["exercise"] == "Exercise 9.1" and two["failed_runs"] == 2 and result["status"] == "failed"
     assert "(within 15 %)" in gpu_ci.render_markdown({**fake_call(tmp_path / "r"), "steps": {"solutions": {**result, "seconds": 1}}})
