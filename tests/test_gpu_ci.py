@@ -96,9 +96,10 @@ def test_the_record_holds_no_machine_paths(tmp_path):
 def test_leak_verdict_on_device_memory_and_in_the_simulator():
     args = gpu_ci.parse(["OUT"])
 
-    def rows(left, simulated=None):
+    def rows(left, simulated=None, card=8 * 2**30):
         return [{"notebook": f"nb{i}", "seconds": 1, "cells": 1, "peak_bytes": None if v is None else v + 5, "left_bytes": v,
-                 "probe": {} if simulated is None else {"simulated_bytes": simulated[i]}, "error": ""} for i, v in enumerate(left)]
+                 "probe": {"device_memory_bytes": card, **({} if simulated is None else {"simulated_bytes": simulated[i]})}, "error": ""}
+                for i, v in enumerate(left)]
 
     mib = 2**20
     held = gpu_ci.leaks_result(rows([785 * mib, 900 * mib, 9728 * mib, 1000 * mib]), [], args)
@@ -109,6 +110,10 @@ def test_leak_verdict_on_device_memory_and_in_the_simulator():
     simulated = gpu_ci.leaks_result(rows([None, None, None], simulated=[0, 4096, 0]), [], args)
     assert simulated["status"] == "failed" and simulated["tolerance_bytes"] == 0  # none of the simulator's arrays may stay
     assert gpu_ci.leaks_result(rows([None, None], simulated=[0, 0]), ["nb9"], args)["status"] == "incomplete"
+    whole_card = gpu_ci.leaks_result(rows([785 * mib, 785 * mib], card=141 * 2**30), [], args)  # the emulation did not take
+    assert whole_card["status"] == "failed" and whole_card["not_emulated"] == ["nb0", "nb1"]
+    assert gpu_ci.leaks_result(rows([785 * mib, 785 * mib], card=141 * 2**30), [], gpu_ci.parse(["OUT", "--small-card", "none"]))["status"] == "ok"
+    assert gpu_ci.memory_size("8GiB") == 8 * 2**30 and gpu_ci.memory_size("16GB") == 16 * 10**9
 
 
 class FakeMemory:

@@ -71,6 +71,8 @@ STEPS = ("tests", "report", "solutions", "chapters", "leaks", "solutions-small")
 EXPECTED_SECONDS = {"tests": 330, "report": 90, "solutions": 150, "chapters": 480, "leaks": 270, "solutions-small": 300}
 #: Growth of the device memory left behind, over the notebooks of the leak step, that fails it (MiB).
 LEAK_TOLERANCE_MIB = 256
+#: What the leak table shows of the kernel's own reading: what it still holds.
+LIVE = ("cupy_live_bytes", "simulated_bytes", "simulated_arrays", "error")
 #: Resolution of the figures in the executed copies of the chapter notebooks (matplotlib's default is 100).
 FIGURE_DPI = 72
 #: Seconds kept at the end of a call's budget for the record and the archive.
@@ -295,6 +297,22 @@ class Kernel:
         self._sockets.cleanup()
 
 
+_UNITS = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_size(text: str) -> int:
+    """Bytes in '8GiB', '16GB', '12000MiB' (as GPUCOURSE_DEVICE_MEMORY is written)."""
+    found = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", text, re.IGNORECASE)
+    if not found:
+        raise ValueError(f"not a memory size: {text!r} (write e.g. 8GiB)")
+    return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
+
+
+def emulated(reported: int | None, small_card: str | None) -> bool:
+    """True if the course saw the card as `small_card` (GPUCOURSE_DEVICE_MEMORY took effect), or none was asked for."""
+    return not small_card or (reported is not None and reported == memory_size(small_card))
+
+
 def first_error(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Problem|Mismatch|Feature|Timeout)\b.*:", line)]
@@ -318,7 +336,8 @@ def _gpu_ci_probe():
     matplotlib.pyplot.close("all")
     gc.collect()
     found = {}
-    from gpucourse import mode
+    from gpucourse import current_device, mode
+    found["device_memory_bytes"] = current_device().total_memory_bytes  # what the course takes the card to have
     if mode.is_simulator():  # the simulator's device arrays: NumPy memory in simulated arrays
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
         live = [o for o in gc.get_objects() if type(o) is FakeCUDAArray]
@@ -344,9 +363,10 @@ del _gpu_ci_probe
 HISTORY_PROBE = r"""
 def _gpu_ci_history():
     import json
+    from gpucourse import current_device
     from gpucourse.checks import speed
     entries = speed.history() if hasattr(speed, "history") else None
-    print("GPU_CI_HISTORY", json.dumps(entries))
+    print("GPU_CI_HISTORY", json.dumps({"history": entries, "device_memory_bytes": current_device().total_memory_bytes}))
 _gpu_ci_history()
 del _gpu_ci_history
 """
@@ -664,14 +684,15 @@ def leaks_result(rows: list[dict], stopped: list[str], args) -> dict:
             worst = (row["notebook"], value - before)
     tolerance = args.leak_tolerance * 2**20 if device else 0  # the simulator's arrays are tiny: none may stay
     failed = [r for r in rows if r["error"]]
-    leak = growth > tolerance or len(kinds) > 1  # readings of two kinds cannot be set against each other
+    not_small = [r["notebook"] for r in rows if args.small_card and not emulated(r["probe"].get("device_memory_bytes"), args.small_card)]
+    leak = growth > tolerance or len(kinds) > 1 or bool(not_small)  # readings of two kinds cannot be set against each other
     status = "failed" if failed or leak else ("incomplete" if stopped or len(known) < 2 else "ok")
     return {"status": status, "small_card": args.small_card or None,
             "measured": "; ".join(sorted(kinds)) or "nothing",
             "growth_bytes": growth, "tolerance_bytes": tolerance, "largest_step": {"notebook": worst[0], "bytes": worst[1]} if worst else None,
             "peak_bytes": max((r["peak_bytes"] for r in rows if r["peak_bytes"] is not None), default=None),
             "counts": {"notebooks": len(rows), "passed": len(rows) - len(failed), "failed": len(failed), "not run": len(stopped)},
-            "notebooks": rows, "not_run": stopped, "log": "logs/leaks.log"}
+            "not_emulated": not_small, "notebooks": rows, "not_run": stopped, "log": "logs/leaks.log"}
 
 
 def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: PeakSampler | None) -> dict | None:
@@ -687,6 +708,7 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
     relative = str(path.relative_to(ROOT))
     begin = time.monotonic()
     checks: dict[str, dict] = {}
+    device_memory: list = []  # the card's memory as the course saw it, at each look at the history
     seen = 0
     memory: dict = {"peak_bytes": None}
     window = sampler.window() if sampler is not None else contextlib.nullcontext(memory)
@@ -701,7 +723,9 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
         nonlocal seen
         _, text, _ = kernel.run(HISTORY_PROBE, 120)
         found = re.search(r"GPU_CI_HISTORY (.*)", text)
-        entries = json.loads(found.group(1)) if found else None
+        reply = json.loads(found.group(1)) if found else {}
+        device_memory.append(reply.get("device_memory_bytes"))
+        entries = reply.get("history")
         if entries is None:
             return None
         new, seen = entries[seen:], len(entries)
@@ -735,6 +759,7 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
         kernel.close()
     return {"notebook": relative, "seconds": round(time.monotonic() - begin, 1), "cells": cells, "error": run.scrub(error),
             "peak_bytes": memory.get("peak_bytes"), "history_available": history is not None,
+            "device_memory_bytes": next((m for m in device_memory if m), None),
             "checks": {name: {**check, "failures": [run.scrub(f) for f in check["failures"]]} for name, check in checks.items()}}
 
 
@@ -797,11 +822,12 @@ def solutions_result(rows: list[dict], stopped: list[str], jobs: int, args, smal
     failed_notebooks = [r for r in rows if r["error"]]
     failed_checks = [c for c in checks if c["failed_runs"]]
     no_history = [r["notebook"] for r in rows if not r["history_available"]]
-    status = "failed" if failed_notebooks or failed_checks or no_history else ("incomplete" if stopped else "ok")
+    not_small = [r["notebook"] for r in rows if small and not emulated(r.get("device_memory_bytes"), args.small_card)]
+    status = "failed" if failed_notebooks or failed_checks or no_history or not_small else ("incomplete" if stopped else "ok")
     return {"status": status, "small_card": args.small_card if small else None, "notebooks_at_a_time": jobs, "check_runs": args.check_runs,
             "counts": {"notebooks": len(rows), "failed notebooks": len(failed_notebooks), "checks": len(checks),
                        "checks that failed a run": len(failed_checks), "not run": len(stopped)},
-            "no_speed_history": no_history, "notebooks": rows, "checks": checks, "not_run": stopped,
+            "no_speed_history": no_history, "not_emulated": not_small, "notebooks": rows, "checks": checks, "not_run": stopped,
             "log": f"logs/{'solutions-small' if small else 'solutions'}.log"}
 
 
@@ -815,7 +841,8 @@ def render_markdown(record: dict) -> str:
              f"- the course's commit: {record.get('commit') or 'UNKNOWN'} (from {record.get('commit_source')})", ""]
     for number, call in enumerate(record["calls"], 1):
         lines.append(f"- call {number}, {call['started']}, {call['seconds']} s: `{call['command']}`")
-    lines.append("")
+    machine = sum(call["seconds"] or 0 for call in record["calls"])
+    lines += [f"- in all {machine / 60:.1f} min over {len(record['calls'])} call(s)", ""]
     steps = record["steps"]
     lines += ["| step | status | counts | seconds |", "| --- | --- | --- | --- |"]
     for name, step in steps.items():
@@ -835,7 +862,12 @@ def render_markdown(record: dict) -> str:
             continue
         step = steps[name]
         if name == "chapters":
-            lines += ["## Chapter notebooks (a kernel each, nothing beside them)", "",
+            total = sum(r["seconds"] for r in step["notebooks"])
+            slowest = max(step["notebooks"], key=lambda r: r["seconds"], default=None)
+            lines += ["## Chapter notebooks (a kernel each, nothing beside them; a cell error fails a notebook, as nbval's)", "",
+                      f"{len(step['notebooks'])} notebooks in {total / 60:.1f} min"
+                      + (f", the slowest {slowest['notebook']} ({slowest['seconds']} s)" if slowest else "")
+                      + "; their executed copies are in executed/.", "",
                       "| notebook | wall time (s) | cells | peak device memory (MiB) | in use at its end (MiB) | error |",
                       "| --- | --- | --- | --- | --- | --- |"]
             lines += [f"| {r['notebook']} | {r['seconds']} | {r['cells']} | {mib(r['peak_bytes'])} | {mib(r['end_bytes'])} | {r['error']} |"
@@ -848,7 +880,8 @@ def render_markdown(record: dict) -> str:
                       "| notebook | wall time (s) | peak device memory (MiB) | left in use after (MiB) | in the kernel | error |",
                       "| --- | --- | --- | --- | --- | --- |"]
             lines += [f"| {r['notebook']} | {r['seconds']} | {mib(r['peak_bytes'])} | {mib(r['left_bytes'])} | "
-                      f"{', '.join(f'{k} {size(v)}' if k.endswith('bytes') else f'{k} {v}' for k, v in r['probe'].items())} | {r['error']} |"
+                      f"{', '.join(f'{k} {size(v)}' if k.endswith('bytes') else f'{k} {v}' for k, v in r['probe'].items() if k in LIVE)} | "
+                      f"{r['error']} |"
                       for r in step["notebooks"]]
             largest = step.get("largest_step")
             lines += ["", f"Measured: {step['measured']}. Growth over the notebooks (highest left after any, less the first's): "
@@ -857,6 +890,9 @@ def render_markdown(record: dict) -> str:
                       + "."]
         if step.get("not_run"):
             lines += ["", "Not run (the call's budget ended): " + ", ".join(step["not_run"])]
+        if step.get("not_emulated"):
+            lines += ["", f"The course did not see a card of {step['small_card']} (GPUCOURSE_DEVICE_MEMORY had no effect) in: "
+                      + ", ".join(step["not_emulated"])]
         lines.append("")
     for name in ("solutions", "solutions-small"):
         if name not in steps:
@@ -875,6 +911,8 @@ def render_markdown(record: dict) -> str:
             lines.append(f"| {check['check']} | {check['runs']} | {check['failed_runs']} | {check['speed_comparisons']} | "
                          f"{'—' if check['lowest_ratio'] is None else check['lowest_ratio']} | {'—' if check['bar'] is None else check['bar']} | "
                          f"{'—' if margin is None else f'{margin:+.0%}'}{flag} |")
+        if step.get("not_emulated"):
+            lines += ["", f"The course did not see a card of {step['small_card']} in: " + ", ".join(step["not_emulated"])]
         if step.get("no_speed_history"):
             lines += ["", "gpucourse.checks.speed.history() was missing in: " + ", ".join(step["no_speed_history"])]
         lines.append("")
@@ -1003,7 +1041,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {','.join(STEPS)}")
     parser.add_argument("--chapter", type=int, action="append", help="notebooks, report and solutions: only this chapter")
     parser.add_argument("--budget", type=float, default=0, help="this call's wall-clock limit in s (0: none)")
-    parser.add_argument("--small-card", default="8GiB", help="GPUCOURSE_DEVICE_MEMORY of the leaks and solutions-small steps")
+    parser.add_argument("--small-card", default="8GiB",
+                        help="GPUCOURSE_DEVICE_MEMORY of the leaks and solutions-small steps ('none': the whole card)")
     parser.add_argument("--leak-tolerance", type=float, default=LEAK_TOLERANCE_MIB, help="MiB of growth that fails the leak step")
     parser.add_argument("--tests", default="tests", help="tests step: comma-separated test files or folders (default: tests)")
     parser.add_argument("--test-workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)),
@@ -1019,6 +1058,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.steps = [s for s in args.steps.split(",") if s]
     args.tests = [t for t in args.tests.split(",") if t]
+    args.small_card = None if args.small_card.strip().lower() in ("", "none", "0") else args.small_card.strip()
+    if args.small_card:
+        memory_size(args.small_card)  # a clear error now, not after an hour
     unknown = set(args.steps) - set(STEPS)
     if unknown:
         parser.error(f"unknown step(s) {sorted(unknown)}; choose from {', '.join(STEPS)}")
