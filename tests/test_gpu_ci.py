@@ -239,12 +239,18 @@ def test_the_tests_step_runs_timing_tests_alone_after_the_rest(tmp_path):
 
         def test_times():
             assert gpucourse.timing.wall_time_ms(lambda: None, repeat=1, warmup=0) >= 0
+
+        def compare_speed():  # as an exercise check's paired comparison: it may time beside other tests
+            return gpucourse.timing.wall_time_ms(lambda: None, repeat=1, warmup=0)
+
+        def test_paired():
+            assert compare_speed() >= 0
     """))
     out = tmp_path / "out"
     run = gpu_ci.Run(gpu_ci.parse([str(out), "--tests", str(folder / "test_fake.py"), "--test-workers", "2"]), [str(out)])
     result = gpu_ci.step_tests(run)
     assert result["status"] == "ok", (out / "logs" / "tests.log").read_text()[-2000:]
-    assert result["counts"] == {"passed": 2}
+    assert result["counts"] == {"passed": 3}
     assert [t.rsplit("::", 1)[-1] for t in result["timed_beside_others"]] == ["test_times"]  # seen timing: run again alone
     log = (out / "logs" / "tests.log").read_text()
     assert "===== side by side" in log and "===== alone" in log and str(tmp_path) not in log
