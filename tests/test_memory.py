@@ -71,6 +71,18 @@ def test_a_cached_plan_gives_its_scratch_back_with_its_arrays():
     assert stencil.deriv_transposed.plans_made == 0
 
 
+def test_arrays_passed_in_a_tuple_are_not_kept():
+    """Chapter 6's transposed derivative with its work pair passed in (the pair once stayed in the cache on a GPU)."""
+    host = gpucourse.random_array(SHAPE, np.float32, seed=4)
+    f, df = gpucourse.to_device(host), gpucourse.to_device(gpucourse.poisoned(SHAPE, np.float32))
+    work = stencil.transpose_work(f, "z")
+    tile = stencil.XTile(threads_x=4, pencils=4, rows=4)
+    stencil.deriv_transposed(f, df, "z", stencil.coefficients_for(host, 0.1), work, x_tile=tile, swap_tile=8, swap_rows=2)
+    references = [weakref.ref(a) for a in (f, df, *work)]
+    del f, df, work
+    assert collected(references) == [True] * 4
+
+
 def test_a_composite_launcher_keeps_neither_arrays_nor_views():
     n = gpucourse.problem_size("ch2_test")
     out, inp = device_zeros(n), gpucourse.to_device(gpucourse.random_array(n, np.float32, seed=1))
