@@ -24,9 +24,9 @@ float32 since NumPy 2) and writes into the same output array. Everything else is
 
 from __future__ import annotations
 
-import collections
 import math
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,9 +35,9 @@ import numpy as np
 from . import mode
 from .arrays import require_cupy
 from .errors import ArrayArgumentError
-from .launch import STREAMS, LibraryLaunch, planned
+from .launch import STREAMS, LibraryLaunch, planned, unowned
 from .roofline import gflops
-from .timing import Ceilings, Timing, benchmark, synchronize
+from .timing import Ceilings, Timing, alone, benchmark, synchronize
 
 KINDS = ("C2C", "R2C", "C2R")
 #: cuFFT's directions: a forward transform has exp(-i k x) in its sum, an inverse exp(+i k x).
@@ -45,10 +45,6 @@ FORWARD, INVERSE = -1, 1
 
 #: The sizes cuFFT runs its fastest kernels for are products of these primes (book §7.1).
 FAST_PRIMES = (2, 3, 5, 7)
-
-#: cuFFT plans kept by `cufft_plan` (least recently used out first). Each holds a work area in device memory.
-PLANS_KEPT = 32
-
 
 # ---------------------------------------------------------------------------------------------
 # Shapes and dtypes of the three kinds
@@ -256,7 +252,18 @@ def _same_memory(a, b) -> bool:
 # cuFFT plans, made once per spec (and stream slot) and kept
 
 
-_PLANS: collections.OrderedDict = collections.OrderedDict()
+class SharedPlan:
+    """One cuFFT plan (`plan`; the spec in the simulator), shared by the transforms of one spec and slot."""
+
+    __slots__ = ("plan", "__weakref__")
+
+    def __init__(self, plan) -> None:
+        self.plan = plan
+
+
+#: The plans in use, by spec and slot. Each holds a work area in device memory, so it lives only as
+#: long as a transform (a launch of a plan) uses it: no cache keeps a work area past its use.
+_PLANS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _PLAN_STATS = {"made": 0, "reused": 0}
 
 
@@ -304,36 +311,33 @@ def _make_cufft_plan(spec: TransformSpec):
                         fft_type, p["batch"], "C", spec.axes[-1], last_size)
 
 
-def cufft_plan(spec: TransformSpec, slot: int = 0):
-    """The cuFFT plan for `spec`, made on first use and kept (GPU); the spec itself in the simulator.
+def cufft_plan(spec: TransformSpec, slot: int = 0) -> SharedPlan:
+    """The cuFFT plan for `spec` (the spec itself in the simulator), made on first use and shared while it is in use.
 
     A plan has one work area in device memory, so two transforms of one plan must not run at the
-    same time: transforms queued on different streams use different `slot`s (a plan each).
+    same time: transforms queued on different streams use different `slot`s (a plan each). The
+    plan is freed, with its work area, when the last transform that uses it is.
     """
     key = (spec, slot)
-    plan = _PLANS.get(key)
-    if plan is not None:
-        _PLANS.move_to_end(key)
+    shared = _PLANS.get(key)
+    if shared is not None:
         _PLAN_STATS["reused"] += 1
-        return plan
-    plan = spec if mode.is_simulator() else _make_cufft_plan(spec)
-    _PLANS[key] = plan
+        return shared
+    shared = _PLANS[key] = SharedPlan(spec if mode.is_simulator() else _make_cufft_plan(spec))
     _PLAN_STATS["made"] += 1
-    if len(_PLANS) > PLANS_KEPT:
-        _PLANS.popitem(last=False)
-    return plan
+    return shared
 
 
 def plan_statistics() -> dict[str, int]:
-    """How many cuFFT plans `cufft_plan` made and how many times it handed back one it had (since the last clear)."""
+    """How many cuFFT plans `cufft_plan` made, how many times it handed out one in use, and how many are in use now."""
     return {**_PLAN_STATS, "kept": len(_PLANS)}
 
 
 def clear_plans() -> None:
-    """Forget every kept cuFFT plan (their work areas go back to the memory pool) and the statistics."""
+    """Forget the transform launcher's plans (their cuFFT plans go with the last transform using them) and the statistics."""
+    transform.clear()
     _PLANS.clear()
     _PLAN_STATS.update(made=0, reused=0)
-    transform.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,12 +355,12 @@ class FFTLaunch(LibraryLaunch):
         self.name = f"cuFFT {kind} {'x'.join(str(n) for n in spec.real_shape)}"
         self._plan = cufft_plan(spec, slot)
         if mode.is_simulator():
-            self._x, self._out = simulated_array(x), simulated_array(out)
+            self._x, self._out = unowned(simulated_array(x)), unowned(simulated_array(out))
             self._exec = None
             return
-        cupy = require_cupy("cuFFT")
-        self._x, self._out = cupy.asarray(x), cupy.asarray(out)  # views (Numba arrays included), no copies
-        self._exec = self._plan.fft
+        require_cupy("cuFFT")
+        self._x, self._out = unowned(x), unowned(out)  # CuPy views (of Numba arrays too), no copies, no owners
+        self._exec = self._plan.plan.fft
 
     def launch(self, handle: int = 0) -> None:
         """Execute the transform on the stream with integer handle `handle` (numpy.fft in the simulator)."""
@@ -506,6 +510,7 @@ def measure_transform(shape: Sequence[int], dtype, kind: str = "C2C", axes=None,
     return TransformTiming(plan.launches[0].spec, timing)
 
 
+@alone
 def plan_creation_ms(shape: Sequence[int], dtype, kind: str = "C2C", axes=None) -> float:
     """Wall-clock ms to make a new cuFFT plan for this transform (GPU only: the simulator has no plans)."""
     cupy = require_cupy("Timing cuFFT plan creation")

@@ -18,6 +18,11 @@ This module does that work once:
   ordered after whatever CuPy queued there, with no host synchronization. Called on another stream
   than last time, it first makes that stream wait for the last one (an event, not a host wait).
 
+Who keeps device memory alive: launches hold arrays by address (`unowned` views), never the arrays
+themselves. A plan the caller holds keeps the arrays it was made with; a plan in a launcher's cache
+keeps none, and leaves the cache (with any scratch it owns) as soon as one of the arrays or objects
+it was made for is garbage-collected. So deleting a notebook's arrays gives their memory back.
+
 In the simulator a bound kernel simply launches the simulated kernel; plans and caches behave the same.
 """
 
@@ -27,6 +32,7 @@ import collections
 import ctypes
 import functools
 import inspect
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +42,7 @@ from . import environment, mode
 from .errors import ArrayArgumentError, LaunchError, PlanMismatch
 from .simulation import switching_often
 
-#: Plans a launcher keeps (least recently used first out). Each holds addresses, not arrays.
+#: Plans a launcher keeps (oldest first out). Each holds addresses, not arrays, and leaves with its arrays.
 PLANS_PER_LAUNCHER = 32
 
 #: While a graph is being captured, the list of plans launched into it (gpucourse.graphs fills it).
@@ -167,6 +173,44 @@ def _numba_view(value):
     return value
 
 
+def _span(array) -> tuple[int, int]:
+    """The bytes an array spans around its first element: (lowest offset, highest offset + 1); strides may be negative."""
+    low = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s > 0) + array.itemsize
+    return low, high
+
+
+def unowned(value):
+    """A view of device array `value` that does not keep its memory alive; any other value unchanged.
+
+    Launches hold these, so that a plan in a launcher's cache holds no array: whoever made the
+    arrays decides how long they live (a plan the caller holds keeps its own arrays). On a GPU the
+    view is a CuPy array over the same memory with no owner. In the simulator a simulated device
+    array becomes another over the same NumPy memory, and a NumPy array (what CuPy code runs on
+    there) a NumPy view with no owner.
+    """
+    if mode.is_simulator():
+        if type(value).__name__ == "FakeCUDAArray":
+            return type(value)(value._ary, value.stream)
+        if not isinstance(value, np.ndarray):
+            return value
+        if value.size == 0:
+            return np.empty(value.shape, value.dtype)
+        low, high = _span(value)
+        memory = (ctypes.c_char * (high - low)).from_address(value.__array_interface__["data"][0] + low)
+        return np.ndarray(value.shape, value.dtype, buffer=memory, offset=-low, strides=value.strides)
+    if not hasattr(value, "__cuda_array_interface__"):
+        return value
+    import cupy
+
+    array = value if isinstance(value, cupy.ndarray) else cupy.asarray(value)
+    if array.size == 0:
+        return cupy.ndarray(array.shape, array.dtype)
+    low, high = _span(array)
+    memory = cupy.cuda.UnownedMemory(array.data.ptr + low, high - low, None, array.device.id)
+    return cupy.ndarray(array.shape, array.dtype, cupy.cuda.MemoryPointer(memory, -low), array.strides)
+
+
 def _dims(value) -> tuple[int, int, int]:
     dims = (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
     return dims + (1,) * (3 - len(dims))
@@ -196,7 +240,7 @@ class BoundKernel:
         self.name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "py_func", None), "__name__", "kernel")
         self.blocks, self.threads, self.shared_bytes = _dims(blocks), _dims(threads), int(shared_bytes)
         if mode.is_simulator():  # configured at each launch: the simulator's configuration lives on the kernel object
-            self._simulated = (kernel, tuple(args))
+            self._simulated = (kernel, tuple(unowned(a) for a in args))
             return
         self._simulated = None
         views = [_numba_view(a) for a in args]
@@ -241,7 +285,7 @@ class BoundKernel:
 
 
 class CuPyLaunch:
-    """A CuPy RawKernel with its grid, block and arguments, launched on a plan's stream."""
+    """A CuPy RawKernel with its grid, block and arguments (arrays held by address), launched on a plan's stream."""
 
     __slots__ = ("name", "blocks", "threads", "_kernel", "_args")
 
@@ -249,7 +293,7 @@ class CuPyLaunch:
         self.name = getattr(kernel, "name", "raw kernel")
         self.blocks, self.threads = _dims(blocks), _dims(threads)
         self._kernel = kernel
-        self._args = tuple(args)
+        self._args = tuple(unowned(a) for a in args)
 
     def launch(self, handle: int = 0) -> None:
         """Queue the kernel on the stream with integer handle `handle`."""
@@ -260,7 +304,8 @@ class LibraryLaunch:
     """A library call (a cuFFT transform, say) queued on a plan's stream: subclasses define `name` and `launch(handle)`.
 
     A plan builder may return these beside bound kernels; the plan launches them in order on one
-    stream, and a graph captures them like kernels.
+    stream, and a graph captures them like kernels. Like every launch, a library call holds the
+    arrays it works on through `unowned` views, never the arrays themselves.
     """
 
     __slots__ = ()
@@ -280,13 +325,22 @@ def bind(kernel, blocks, threads, *args, shared_bytes: int = 0) -> BoundKernel:
 # Plans
 
 
-#: Array types seen so far, and how to read each one's device address (None: by identity, in host memory).
-_ARRAY_TYPES: dict[type, Callable | None] = {np.ndarray: None}
+def _host_address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+#: Array types seen so far, and how to read each one's device address (None: by identity, in host memory). In
+#: the simulator NumPy arrays stand for device arrays (CuPy code runs on them there): by address, as on a GPU.
+_ARRAY_TYPES: dict[type, Callable | None] = {np.ndarray: _host_address if mode.is_simulator() else None}
 _NOT_ARRAYS: set[type] = {int, float, bool, str, tuple, list, type(None), np.float32, np.float64, np.int32, np.int64}
+#: Plain values: a key holds them as they are.
+_VALUES = frozenset(_NOT_ARRAYS - {tuple, list})
 
 
 def _address_reader(kind: type) -> Callable | None:
     if mode.is_simulator():
+        if kind.__name__ == "FakeCUDAArray":  # by the address of its NumPy memory, as a GPU array by its device address
+            return lambda a: _host_address(a._ary)
         return None
     if kind.__module__.startswith("cupy"):
         return lambda a: a.data.ptr
@@ -320,20 +374,46 @@ def describe_spec(spec: tuple) -> str:
     return f"a {dtype.name} array of shape {shape}, {layout} ({kind.__module__.split('.')[0]}.{kind.__name__})"
 
 
-def _key(value) -> Any:
-    """A hashable key: arrays by where they are and how they are laid out; everything else by value and type."""
+#: Types whose hash is their identity (objects that are not values), found as they come.
+_BY_IDENTITY: dict[type, bool] = {}
+
+
+def _by_identity(kind: type) -> bool:
+    found = _BY_IDENTITY.get(kind)
+    if found is None:
+        found = _BY_IDENTITY[kind] = kind.__hash__ is None or (kind.__hash__ is object.__hash__ and not issubclass(kind, type))
+    return found
+
+
+def _key(value, watch: list | None = None) -> Any:
+    """A hashable key: arrays by where they are and how they are laid out; objects by identity; values by value and type.
+
+    With `watch`, the arrays and objects the key names by address or identity are appended to it:
+    a cached plan must leave the cache when one of them is garbage-collected (see PlannedLauncher).
+    """
+    kind = type(value)
+    if kind in _VALUES:
+        return (kind, value)
     if _is_array(value):
-        reader = _ARRAY_TYPES[type(value)]
-        if reader is None:  # simulator and host arrays: by identity (their plans hold them, so the id stays theirs)
-            return ("array", id(value), type(value), value.shape, value.dtype)
-        return ("array", reader(value), type(value), value.shape, value.strides, value.dtype)
+        if watch is not None:
+            watch.append(value)
+        reader = _ARRAY_TYPES[kind]
+        if reader is None:  # host arrays: by identity (watched, so the id stays theirs while a plan uses it)
+            return ("array", id(value), kind, value.shape, value.dtype)
+        return ("array", reader(value), kind, value.shape, value.strides, value.dtype)
     if isinstance(value, (tuple, list)):
-        return (type(value), *(_key(v) for v in value))
-    try:
-        hash(value)
-    except TypeError:
-        return ("object", id(value))
-    return (type(value), value)
+        return (kind, *(_key(v, watch) for v in value))
+    if _by_identity(kind):  # a texture reader, a kernel, a function: by identity, watched
+        if watch is not None:
+            watch.append(value)
+        return ("object", id(value), kind)
+    return (kind, value)
+
+
+def _lifetime_owner(value):
+    """The object whose collection ends the memory (or object) a plan depends on: a view's base (CuPy, NumPy), else `value`."""
+    base = getattr(value, "base", None) if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy") else None
+    return value if base is None else base
 
 
 class Plan:
@@ -350,11 +430,13 @@ class Plan:
         self.launches = tuple(launches)
         self._array_positions = [i for i, a in enumerate(args) if _is_array(a)]
         self._specs = [array_spec(args[i]) for i in self._array_positions]
-        # A plan the caller holds keeps its arrays alive (plan() launches on them); a plan in a
-        # launcher's cache keeps only their addresses, so that it never holds device memory.
+        # A plan the caller holds keeps its arrays and arguments alive (plan() launches on them, and
+        # plan(x, y) rebuilds with them); a plan in a launcher's cache keeps neither: its launches
+        # hold addresses, and the launcher drops it when one of its arrays is collected.
         self._kept = tuple(args[i] for i in self._array_positions) if keep_arrays else ()
-        self._builder, self._kwargs = builder, kwargs
-        self._args = tuple(None if i in self._array_positions else a for i, a in enumerate(args))
+        self._builder, self._kwargs = (builder, kwargs) if keep_arrays else (None, None)
+        self._args = tuple(None if i in self._array_positions else a for i, a in enumerate(args)) if keep_arrays else None
+        self._watching: tuple = ()  # a cached plan's weak references to what it was made for (PlannedLauncher)
         self._bindings: collections.OrderedDict = collections.OrderedDict()
         self._bindings[tuple(_key(args[i]) for i in self._array_positions)] = (self.launches, self._owned)
         self._last_stream = stream_handle()  # the arrays are ready on the stream current when the plan is made
@@ -365,6 +447,8 @@ class Plan:
         return tuple(launch.name for launch in self.launches)
 
     def _rebind(self, arrays: tuple) -> tuple:
+        if self._builder is None:  # pragma: no cover - cached plans are launched by their launcher only
+            raise PlanMismatch(f"plan {self.name!r} belongs to its launcher's cache; make one with launcher.plan(...) to pass arrays")
         if len(arrays) != len(self._specs):
             raise PlanMismatch(f"plan {self.name!r} was made with {len(self._specs)} array argument(s); got {len(arrays)}.")
         for number, (array, spec) in enumerate(zip(arrays, self._specs)):
@@ -459,14 +543,38 @@ class PlannedLauncher:
         plans = self._plans
         plan = plans.get(key)
         if plan is None:
-            plan = Plan(self.builder, args, kwargs, keep_arrays=mode.is_simulator())
+            plan = Plan(self.builder, args, kwargs, keep_arrays=False)
+            watched: list = []
+            _key((args, tuple(kwargs.values())), watched)
+            plan._watching = self._watch(key, watched)
             plans[key] = plan
             if len(plans) > self.maxsize:
                 plans.popitem(last=False)
         plan(stream=stream)
 
+    def _watch(self, key, objects: list) -> tuple:
+        """Weak references that drop the plan under `key` when one of `objects` (or a CuPy view's base) is collected."""
+        plans = self._plans
+
+        def forget(reference) -> None:  # called by the garbage collector: the plan's arrays are gone
+            entry = plans.get(key)
+            if entry is not None and any(r is reference for r in entry._watching):
+                del plans[key]
+
+        references, seen = [], set()
+        for value in objects:
+            owner = _lifetime_owner(value)
+            if id(owner) in seen:
+                continue
+            seen.add(id(owner))
+            try:
+                references.append(weakref.ref(owner, forget))
+            except TypeError:  # cannot be watched: the plan keeps it, so that its id stays its own
+                references.append(owner)
+        return tuple(references)
+
     def clear(self) -> None:
-        """Forget every plan (they hold addresses and compiled kernels, never arrays, on a GPU)."""
+        """Forget every plan (they hold addresses, compiled kernels and their own scratch, never the caller's arrays)."""
         self._plans.clear()
 
     @property

@@ -10,12 +10,17 @@ included: `benchmark` also times plain back-to-back calls (events, no gate) and 
 the two differ by more than 20 %. If `fn` waits for the GPU, the gate cannot hold its launches:
 `benchmark` then finds the call that waits, names it, and times each call on its own. In simulator
 mode the same function times with the wall clock, and says so.
+
+Processes that share one GPU (a test run spread over workers, say) can take turns: with
+`GPUCOURSE_TIMING_LOCK` naming a file, every timing function here holds that file locked while it
+times, so that no two of them time at once.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 import sys
 import threading
@@ -151,6 +156,36 @@ class Timing:
         return text
 
 
+#: The environment variable naming a lock file: set, every timing function holds it while it times.
+TIMING_LOCK_VAR = "GPUCOURSE_TIMING_LOCK"
+_LOCK_DEPTH = threading.local()  # how deep this thread is in timing functions that hold the lock
+
+
+def alone(fn: Callable) -> Callable:
+    """Decorate a timing function: while it runs, it holds the file GPUCOURSE_TIMING_LOCK names (if set) exclusively."""
+
+    @functools.wraps(fn)
+    def timed_alone(*args, **kwargs):
+        path = os.environ.get(TIMING_LOCK_VAR)
+        depth = getattr(_LOCK_DEPTH, "value", 0)
+        if not path or depth:
+            return fn(*args, **kwargs)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no file locks here, the processes are not kept apart
+            return fn(*args, **kwargs)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _LOCK_DEPTH.value = 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _LOCK_DEPTH.value = 0
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    return timed_alone
+
+
 def synchronize() -> None:
     """Wait until the current device has finished all queued work (a no-op in the simulator)."""
     if mode.is_simulator():
@@ -243,6 +278,7 @@ def _where_it_waits(fn: Callable[[], object], gate: _Gate, cupy_stream, timeout_
     return text
 
 
+@alone
 def benchmark(
     fn: Callable[[], object],
     *,
@@ -330,6 +366,7 @@ def benchmark(
     return Timing(tuple(samples), calls_per_sample, clock, host_ms_per_call, gated, back_to_back, waits_at)
 
 
+@alone
 def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, sync: Callable[[], None] | None = None) -> float:
     """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (what a user waits).
 
@@ -428,6 +465,7 @@ def bandwidth_ceilings() -> Ceilings:
     return _ceilings_for(cuda.get_current_device().id, False)
 
 
+@alone
 def host_cost_us(fn: Callable[[], object], calls: int = 200, batches: int = 5) -> float:
     """Host time in us to issue one call of `fn` (median over batches; the GPU is idle when each batch starts)."""
     if calls < 1 or batches < 1:
@@ -445,6 +483,7 @@ def host_cost_us(fn: Callable[[], object], calls: int = 200, batches: int = 5) -
     return statistics.median(samples)
 
 
+@alone
 def back_to_back_us(fn: Callable[[], object], calls: int = 200, stream=None) -> float:
     """GPU time in us per call of `calls` plain back-to-back calls of `fn`, idle gaps included (CUDA events, no gate)."""
     if mode.is_simulator():

@@ -6,6 +6,10 @@ The logic is plain Python: `Tuner.measure(**config)` times one configuration (an
 measured. `Tuner.widget()` only wires ipywidgets controls to these, so tests run the logic without
 a browser, and the widget works the same in simulator mode (marked so).
 
+A widget holds its tuner weakly: ipywidgets keeps every widget it has shown until the kernel ends,
+so a widget that held its tuner would hold the tuner's arrays as long. Keep the tuner in a name while
+its widget is in use; deleting the name gives the device memory back (the widget then says so).
+
 `block_size_tuner` builds a Tuner for the usual question, "which launch configuration is fastest?":
 threads per block as warp multiples up to the device's limit, and, where the launcher takes them,
 blocks per grid, elements per thread or any other parameter.
@@ -13,6 +17,7 @@ blocks per grid, elements per thread or any other parameter.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +26,10 @@ from . import mode
 from .device import DeviceInfo, current_device
 from .errors import CourseError
 from .timing import Ceilings, Timing, benchmark
+
+#: What a widget shows once its tuner is gone.
+GONE = ("This widget's tuner no longer exists (its name was deleted or given to something else), and with it the arrays it "
+        "measured: run the cell that made the tuner again.")
 
 
 def warp_multiples(device: DeviceInfo | None = None, largest: int | None = None) -> list[int]:
@@ -280,10 +289,11 @@ class Tuner:
         return text + (f"; {refused} refused by the launcher (see tuner.refused)" if refused else "")
 
     def widget(self, x_parameter: str | None = None):
-        """Controls for every parameter and a plot that reruns the kernel when a control changes."""
+        """Controls for every parameter and a plot that reruns the kernel when a control changes (holds the tuner weakly)."""
         import ipywidgets as widgets
         import matplotlib.pyplot as plt
 
+        tuner = weakref.ref(self)  # not self: ipywidgets keeps the controls, and their callbacks, until the kernel ends
         x_parameter = x_parameter or next(iter(self.parameters))
         controls = {}
         for key, values in self.parameters.items():
@@ -303,13 +313,22 @@ class Tuner:
         def busy(text: str) -> None:
             status.value = f"<span class='gpucourse-busy'>&#9203; {text}</span>" if text else ""
 
+        def gone() -> None:
+            with output:
+                output.clear_output(wait=True)
+                print(GONE)
+
         def redraw(*_):
+            current = tuner()
+            if current is None:
+                gone()
+                return
             config = {key: control.value for key, control in controls.items()}
             with output:
                 try:
-                    if self._key(config) not in self.cache:
+                    if current._key(config) not in current.cache:
                         busy(f"measuring {', '.join(f'{k} = {v}' for k, v in config.items())} ...")
-                    measurement = self.measure(**config)
+                    measurement = current.measure(**config)
                 except Exception as exc:  # show a launch the device refuses as text, keep the widget alive
                     output.clear_output(wait=True)
                     print(f"{type(exc).__name__}: {exc}")
@@ -318,17 +337,21 @@ class Tuner:
                     busy("")
                 output.clear_output(wait=True)
                 fixed = {k: v for k, v in config.items() if k != x_parameter}
-                self.plot(x_parameter, highlight=config, **fixed)
+                current.plot(x_parameter, highlight=config, **fixed)
                 plt.show()
-                print(self.describe(measurement))
-                print(f"{len(self.cache)} configuration(s) measured so far (cached: moving back costs nothing)")
+                print(current.describe(measurement))
+                print(f"{len(current.cache)} configuration(s) measured so far (cached: moving back costs nothing)")
 
         def sweep_all(_):
+            current = tuner()
+            if current is None:
+                gone()
+                return
             fixed = {key: control.value for key, control in controls.items() if key != x_parameter}
             before = self.calls_made
             busy(f"measuring every {x_parameter} ...")
             try:
-                self.sweep(x_parameter, skip_refused=True, **fixed)
+                current.sweep(x_parameter, skip_refused=True, **fixed)
             finally:
                 busy("")
             redraw()

@@ -1,29 +1,275 @@
-"""The GPU CI driver (tools/gpu_ci.py): its record and its packing for machines that return few files."""
+"""The GPU CI driver (tools/gpu_ci.py, tools/gpu_ci_plugin.py): its record, the course's commit, the leak verdict, the
+solution checks (with a fake speed history), packing for machines that return few files, merging calls, filing
+the record in measurements/, and the lock that lets processes sharing a GPU time one at a time."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 import tarfile
+import textwrap
+import time
 
+import nbformat
+import pytest
 from conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "tools"))
 spec = importlib.util.spec_from_file_location("gpu_ci", ROOT / "tools" / "gpu_ci.py")
 gpu_ci = importlib.util.module_from_spec(spec)
 sys.modules["gpu_ci"] = gpu_ci
 spec.loader.exec_module(gpu_ci)
+import gpu_ci_plugin  # noqa: E402
 
 
-def test_pack_leaves_the_record_and_one_archive(tmp_path):
+def fake_call(folder, commit="abc1234", started="2026-11-25T10:00:00+00:00", steps=None, gpu="NVIDIA H200", count=1):
+    """An output folder as one call leaves it: gpu_ci.json and a log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"schema": 1, "commit": commit, "commit_source": "--commit", "date": started[:10], "gpu": gpu, "driver": "580.1",
+              "gpu_count": count, "ecc": "Enabled", "gpu_memory": "143771 MiB", "versions": "{}",
+              "calls": [{"started": started, "command": "python3 tools/gpu_ci.py OUT --steps x", "steps": list(steps or {}), "seconds": 1.0}],
+              "steps": steps or {}}
+    (folder / "gpu_ci.json").write_text(json.dumps(record))
+    (folder / "logs").mkdir(exist_ok=True)
+    (folder / "logs" / "tests.log").write_text(f"log of {started}\n")
+    return record
+
+
+def test_pack_leaves_the_record_beside_one_archive(tmp_path):
+    fake_call(tmp_path, steps={"tests": {"status": "ok"}})
     (tmp_path / "gpu_ci.md").write_text("# record\n")
-    (tmp_path / "tests.log").write_text("301 passed\n")
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / "report.md").write_text("| row |\n")
     (tmp_path / "executed" / "01_introduction").mkdir(parents=True)
     (tmp_path / "executed" / "01_introduction" / "01.ipynb").write_text("{}")
+    (tmp_path / ".timing.lock").write_text("")
     archive = gpu_ci.pack(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu_ci.md", "gpu_ci.tar.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu_ci.json", "gpu_ci.md", "gpu_ci.tar.gz"]
     with tarfile.open(archive) as tar:
         names = sorted(m.name for m in tar.getmembers() if m.isfile())
-        assert names == ["executed/01_introduction/01.ipynb", "report/report.md", "tests.log"]
-        assert tar.extractfile("tests.log").read() == b"301 passed\n"
+        assert names == ["executed/01_introduction/01.ipynb", "gpu_ci.json", "gpu_ci.md", "logs/tests.log", "report/report.md"]
+
+
+def test_the_commit_is_the_courses_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("GPUCOURSE_COMMIT", raising=False)
+    assert gpu_ci.course_commit("1234abc") == ("1234abc", "--commit")
+    monkeypatch.setenv("GPUCOURSE_COMMIT", "feed123")
+    assert gpu_ci.course_commit(None) == ("feed123", "GPUCOURSE_COMMIT")
+    monkeypatch.delenv("GPUCOURSE_COMMIT")
+    # A copy of the course inside another repository: git names that repository's commit, so it is not used.
+    outer = tmp_path / "outer"
+    copy = outer / "course"
+    copy.mkdir(parents=True)
+    for command in (["git", "init", "-q"], ["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(command, cwd=outer, check=True, capture_output=True)
+    monkeypatch.setattr(gpu_ci, "ROOT", copy)
+    commit, source = gpu_ci.course_commit(None)
+    assert commit is None and "not the course's" in source
+    (copy / "COMMIT").write_text("c0ffee1\n")
+    assert gpu_ci.course_commit(None) == ("c0ffee1", "COMMIT file")
+
+
+def test_gpu_short_names():
+    def name(gpu, count=1):
+        return gpu_ci.gpu_short_name({"gpu": gpu, "gpu_count": count})
+
+    assert name("NVIDIA H200") == "h200"
+    assert name("NVIDIA H100 80GB HBM3") == "h100"
+    assert name("NVIDIA A100-SXM4-80GB") == "a100"
+    assert name("Tesla T4") == "t4"
+    assert name("NVIDIA L4") == "l4"
+    assert name("NVIDIA GeForce RTX 4090") == "rtx4090"
+    assert name("NVIDIA H200", 2) == "h200x2"
+    assert gpu_ci.gpu_short_name({"gpu": "none (simulator mode)", "gpu_count": 0}) == "simulator"
+
+
+def test_the_record_holds_no_machine_paths(tmp_path):
+    scrub = gpu_ci.Scrubber(tmp_path)
+    text = scrub(f"{gpu_ci.ROOT}/tests/test_x.py failed; wrote {tmp_path}/logs; {sys.prefix}/bin/python")
+    assert str(gpu_ci.ROOT) not in text and str(tmp_path) not in text and sys.prefix not in text
+    assert "./tests/test_x.py" in text and "OUT/logs" in text
+
+
+def test_leak_verdict_on_device_memory_and_in_the_simulator():
+    args = gpu_ci.parse(["OUT"])
+
+    def rows(left, simulated=None, card=8 * 2**30):
+        return [{"notebook": f"nb{i}", "seconds": 1, "cells": 1, "peak_bytes": None if v is None else v + 5, "left_bytes": v,
+                 "probe": {"device_memory_bytes": card, **({} if simulated is None else {"simulated_bytes": simulated[i]})}, "error": ""}
+                for i, v in enumerate(left)]
+
+    mib = 2**20
+    held = gpu_ci.leaks_result(rows([785 * mib, 900 * mib, 9728 * mib, 1000 * mib]), [], args)
+    assert held["status"] == "failed" and held["growth_bytes"] == (9728 - 785) * mib
+    assert held["largest_step"]["notebook"] == "nb2" and held["measured"].startswith("device memory")
+    given_back = gpu_ci.leaks_result(rows([785 * mib, 900 * mib, 1000 * mib]), [], args)
+    assert given_back["status"] == "ok" and given_back["growth_bytes"] == 215 * mib
+    simulated = gpu_ci.leaks_result(rows([None, None, None], simulated=[0, 4096, 0]), [], args)
+    assert simulated["status"] == "failed" and simulated["tolerance_bytes"] == 0  # none of the simulator's arrays may stay
+    assert gpu_ci.leaks_result(rows([None, None], simulated=[0, 0]), ["nb9"], args)["status"] == "incomplete"
+    whole_card = gpu_ci.leaks_result(rows([785 * mib, 785 * mib], card=141 * 2**30), [], args)  # the emulation did not take
+    assert whole_card["status"] == "failed" and whole_card["not_emulated"] == ["nb0", "nb1"]
+    assert gpu_ci.leaks_result(rows([785 * mib, 785 * mib], card=141 * 2**30), [], gpu_ci.parse(["OUT", "--small-card", "none"]))["status"] == "ok"
+    assert gpu_ci.memory_size("8GiB") == 8 * 2**30 and gpu_ci.memory_size("16GB") == 16 * 10**9
+
+
+class FakeMemory:
+    """Device memory readings from a list (the last repeats)."""
+
+    def __init__(self, readings):
+        self.readings = list(readings)
+        self.available = True
+
+    def used(self):
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def test_the_sampler_keeps_the_peak_of_a_window():
+    memory = FakeMemory([100, 100, 900, 300, 200])
+    with gpu_ci.PeakSampler(memory, interval=0.001) as sampler:
+        with sampler.window() as found:
+            time.sleep(0.05)
+    assert found["peak_bytes"] == 900
+
+
+SOLUTION = [
+    ("import numpy as np\nfrom gpucourse.checks import speed\n_ratios, _runs = [], [0]\n"
+     "speed.history = lambda: [{'exercise': 'Exercise 9.1', 'ratio': r, 'bar': 0.7, 'passed': r >= 0.7} for r in _ratios]", {}),
+    ("_runs[0] += 1\n_ratios.append(0.95 - 0.05 * _runs[0])  # a fake speed comparison, lower at every run",
+     {"grade": True, "grade_id": "fake-check-1"}),
+    ("_ratios.append(1.0)\nassert _runs[0] < 3, 'slow on the third run'", {"grade": True, "grade_id": "fake-check-2"}),
+    ("_others = globals().get('_others', 0) + 1  # a check that times nothing", {"grade": True, "grade_id": "fake-check-3"}),
+    ("print('done')", {}),
+]
+
+
+def test_a_solutions_check_cells_run_again_and_their_lowest_speed_is_kept(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    for source, grading in SOLUTION:
+        cell = nbformat.v4.new_code_cell(source)
+        if grading:
+            cell.metadata["nbgrader"] = {**grading, "solution": False, "locked": True, "points": 1}
+        notebook.cells.append(cell)
+    path = tmp_path / "ch09_fake.ipynb"
+    nbformat.write(notebook, path)
+    monkey_root = tmp_path
+    original = gpu_ci.ROOT
+    gpu_ci.ROOT = monkey_root
+    try:
+        run = gpu_ci.Run(gpu_ci.parse([str(tmp_path / "out"), "--check-runs", "4"]), [str(tmp_path / "out")])
+        row = gpu_ci.run_solution(path, run, {}, 4, None)
+    finally:
+        gpu_ci.ROOT = original
+    assert row["error"] == "" and row["cells"] == 5 and row["history_available"]
+    first, second = row["checks"]["fake-check-1"], row["checks"]["fake-check-2"]
+    assert row["checks"]["fake-check-3"]["runs"] == 1  # it compared no speed: run once
+    assert first["runs"] == 4 and [s["ratio"] for s in first["speeds"]] == pytest.approx([0.9, 0.85, 0.8, 0.75])
+    assert second["runs"] == 4 and len(second["failures"]) == 2 and "slow on the third run" in second["failures"][0]
+    result = gpu_ci.solutions_result([row], [], 1, run.args, small=False)
+    (one, two, three) = result["checks"]
+    assert one["lowest_ratio"] == pytest.approx(0.75) and one["bar"] == 0.7 and one["margin"] == pytest.approx(0.75 / 0.7 - 1, abs=1e-4)
+    assert one["exercise"] == "Exercise 9.1" and two["failed_runs"] == 2 and result["status"] == "failed"
+    assert "(within 15 %)" in gpu_ci.render_markdown({**fake_call(tmp_path / "r"), "steps": {"solutions": {**result, "seconds": 1}}})
+
+
+def test_calls_merge_into_one_record_of_one_commit(tmp_path):
+    first = fake_call(tmp_path / "a", steps={"tests": {"status": "failed"}, "report": {"status": "ok", "summary": "396 rows"}})
+    second = fake_call(tmp_path / "b", started="2026-11-25T10:20:00+00:00", steps={"tests": {"status": "ok"}})
+    merged = gpu_ci.merge([second, first])
+    assert [c["started"][11:16] for c in merged["calls"]] == ["10:00", "10:20"]
+    assert merged["steps"]["tests"]["status"] == "ok" and merged["steps"]["report"]["status"] == "ok"  # the later call's tests
+    other = fake_call(tmp_path / "c", commit="fff0000")
+    with pytest.raises(SystemExit, match="different commits"):
+        gpu_ci.merge([first, other])
+
+
+def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
+    chapters = {"status": "ok", "counts": {"notebooks": 1}, "notebooks": [
+        {"notebook": "chapters/01_introduction/01_first_kernels.ipynb", "seconds": 9.5, "cells": 14, "peak_bytes": 2**30,
+         "end_bytes": 2**29, "error": ""}], "not_run": []}
+    fake_call(tmp_path / "a", steps={"report": {"status": "ok", "summary": "7 chapters"}})
+    (tmp_path / "a" / "report").mkdir()
+    for name in ("report.md", "report.html", "report.json"):
+        (tmp_path / "a" / "report" / name).write_text(name)
+    fake_call(tmp_path / "b", started="2026-11-25T10:20:00+00:00", steps={"chapters": chapters})
+    (tmp_path / "b" / "executed" / "01_introduction").mkdir(parents=True)
+    (tmp_path / "b" / "executed" / "01_introduction" / "01_first_kernels.ipynb").write_text("{}")
+    gpu_ci.pack(tmp_path / "b")  # one call's files came back as an archive
+    measurements = tmp_path / "measurements"
+    assert gpu_ci.main(["file", str(tmp_path / "a"), str(tmp_path / "b" / "gpu_ci.tar.gz"), "--measurements", str(measurements)]) == 0
+    folder = measurements / "gpu_ci" / "2026-11-25_h200"
+    assert (folder / "executed" / "01_introduction" / "01_first_kernels.ipynb").exists()
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == ["call2_tests.log", "tests.log"]
+    record = json.loads((folder / "gpu_ci.json").read_text())
+    assert record["gpu"] == "NVIDIA H200" and record["driver"] == "580.1" and record["date"] == "2026-11-25"
+    assert set(record["steps"]) == {"report", "chapters"} and len(record["calls"]) == 2
+    assert sorted(p.name for p in (measurements / "thenandnow").iterdir()) == ["report.html", "report.json", "report.md"]
+    text = (folder / "gpu_ci.md").read_text()
+    assert "chapters/01_introduction/01_first_kernels.ipynb | 9.5 | 14 | 1024 | 512" in text and "abc1234" in text
+
+
+def test_the_plugin_marks_listed_tests_and_reads_outcomes():
+    entries = {"test_timing.py", "test_widgets.py::test_widget_builds_and_reruns", "tests/test_x.py::test_y[a]"}
+    assert gpu_ci_plugin.matches("tests/test_timing.py::test_anything", entries)
+    assert gpu_ci_plugin.matches("tests/test_widgets.py::test_widget_builds_and_reruns[p]", entries)
+    assert gpu_ci_plugin.matches("tests/test_x.py::test_y[a]", entries) and not gpu_ci_plugin.matches("tests/test_x.py::test_y[b]", entries)
+    assert not gpu_ci_plugin.matches("tests/test_widgets.py::test_other", entries)
+    lines = [{"nodeid": "a", "when": "setup", "outcome": "passed"}, {"nodeid": "a", "when": "call", "outcome": "passed"},
+             {"nodeid": "b", "when": "setup", "outcome": "failed", "message": "fixture"},
+             {"nodeid": "c", "when": "setup", "outcome": "passed"}, {"nodeid": "c", "when": "call", "outcome": "failed", "message": "x"},
+             {"nodeid": "d", "when": "setup", "outcome": "skipped"}, {"nodeid": "e", "when": "setup", "outcome": "passed"}]
+    outcomes = {k: v["outcome"] for k, v in gpu_ci_plugin.final_outcomes(lines).items()}
+    assert gpu_ci_plugin.short_id("tests/test_x.py::test_y[a]") == "test_x.py::test_y[a]" == gpu_ci_plugin.short_id("test_x.py::test_y[a]")
+    assert outcomes == {"a": "passed", "b": "error", "c": "failed", "d": "skipped", "e": "unfinished"}
+    assert all(line.strip().startswith("#") or "::" in line or line.strip().endswith(".py")
+               for line in (ROOT / "tests" / "timing_tests.txt").read_text().splitlines() if line.strip())
+
+
+def test_the_tests_step_runs_timing_tests_alone_after_the_rest(tmp_path):
+    folder = tmp_path / "tests"
+    folder.mkdir()
+    (folder / "test_fake.py").write_text(textwrap.dedent("""
+        import gpucourse
+
+        def test_plain():
+            assert 1 + 1 == 2
+
+        def test_times():
+            assert gpucourse.timing.wall_time_ms(lambda: None, repeat=1, warmup=0) >= 0
+
+        def compare_speed():  # as an exercise check's paired comparison: it may time beside other tests
+            return gpucourse.timing.wall_time_ms(lambda: None, repeat=1, warmup=0)
+
+        def test_paired():
+            assert compare_speed() >= 0
+    """))
+    out = tmp_path / "out"
+    run = gpu_ci.Run(gpu_ci.parse([str(out), "--tests", str(folder / "test_fake.py"), "--test-workers", "2"]), [str(out)])
+    result = gpu_ci.step_tests(run)
+    assert result["status"] == "ok", (out / "logs" / "tests.log").read_text()[-2000:]
+    assert result["counts"] == {"passed": 3}
+    assert [t.rsplit("::", 1)[-1] for t in result["timed_beside_others"]] == ["test_times"]  # seen timing: run again alone
+    log = (out / "logs" / "tests.log").read_text()
+    assert "===== side by side" in log and "===== alone" in log and str(tmp_path) not in log
+
+
+def test_timing_functions_take_turns_on_a_shared_gpu(tmp_path):
+    import fcntl
+
+    lock = tmp_path / "timing.lock"
+    code = ("import time, gpucourse; from gpucourse import timing; print('ready', flush=True); start = time.monotonic(); "
+            "timing.wall_time_ms(lambda: None, repeat=1, warmup=0); print(time.monotonic() - start)")
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_MODE", "NUMBA_ENABLE_CUDASIM")}
+    env["GPUCOURSE_TIMING_LOCK"] = str(lock)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # another process is timing
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(1.5)
+        assert child.poll() is None  # it waits for its turn
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    waited = float(child.communicate(timeout=300)[0].strip().splitlines()[-1])
+    assert waited >= 1.4

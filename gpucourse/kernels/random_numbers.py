@@ -36,6 +36,7 @@ from .. import mode
 from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import bind, planned
+from ..timing import alone
 from ..validate import blocks_to_cover, check_blocks, check_device_array, check_threads_per_block
 from .reductions import default_threads
 
@@ -195,6 +196,7 @@ def identical_states(count: int, seed: int):
     return cuda.to_device(np.repeat(one, int(count)))
 
 
+@alone
 def state_creation_seconds(count: int, seed: int = 1, repeat: int = 3) -> float:
     """Median host time in s to make `count` states with `create_xoroshiro128p_states` (jumps and the copy)."""
     make_states(1, seed)  # compile the host-side jump function first
@@ -334,6 +336,7 @@ def _fill_with(generator, out):
         return lambda: generator.random(out.size, dtype=out.dtype)
 
 
+@alone
 def seeding_cost_ms(n: int, dtype=np.float32, kind: str = "default", ordering: str | None = None, seed: int = 1234) -> tuple[float, float]:
     """GPU time in ms of the first generate call of a fresh cuRAND generator (which seeds its states) and of the next one. GPU only."""
     cupy = require_cupy("cuRAND")

@@ -31,7 +31,7 @@ from numba import cuda
 
 from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
-from ..launch import STREAMS, LibraryLaunch, bind, planned
+from ..launch import STREAMS, LibraryLaunch, bind, planned, unowned
 from ..validate import check_blocks, check_device_array, check_threads_per_block
 from .stencil import nonneg
 
@@ -305,7 +305,7 @@ class ElementwiseLaunch(LibraryLaunch):
     __slots__ = ("name", "_kernel", "_args")
 
     def __init__(self, kernel, args: tuple, name: str) -> None:
-        self._kernel, self._args, self.name = kernel, args, name
+        self._kernel, self._args, self.name = kernel, tuple(unowned(a) for a in args), name
 
     def launch(self, handle: int = 0) -> None:
         """Queue the kernel on the stream with integer handle `handle`."""
