@@ -83,22 +83,27 @@ def environment() -> dict:
 
 @guarded("checks against NumPy and bit for bit")
 def checks(shape: tuple[int, int]) -> None:
-    rng_host = gpucourse.random_array(shape, np.float32, seed=31)
+    jacobi_shape = (shape[0], shape[1] + (-shape[1]) % 8)  # texture rows: a multiple of 32 bytes
+    rng_host = gpucourse.random_array(jacobi_shape, np.float32, seed=31)
     want = fd.jacobi_step_reference(rng_host)
     book_out = None
     for method in laplace.BOOK_METHODS + laplace.METHODS:
-        variants = [(None, None)]
+        variants = [(None, None, None)]
         if not method.endswith("_book"):
-            variants = [(None, None), ((32, 8), 16), ((32, 2), 5)]
-        for block, rows in variants:
+            variants = [(None, None, None), ((32, 8), 8, None), ((32, 2), 5, None)]
+        if method == "global":
+            variants += [((32, 4), 16, False), ((16, 4), 7, False)]
+        for block, rows, shuffles in variants:
             a = gpucourse.to_device(rng_host)
             out = rng_host.copy()
             out[1:-1, 1:-1] = np.nan
             target = gpucourse.to_device(out)
             launcher, arguments = laplace.sweep_call(a, target, method, block, rows)
+            if shuffles is not None:
+                arguments = (*arguments, shuffles)
             launcher(*arguments)
             got = gpucourse.to_host(target)
-            key = f"jacobi {method} {block} {rows}"
+            key = f"jacobi {method} {block} {rows} {'' if shuffles is None else shuffles}"
             error = float(np.nanmax(np.abs(got - want)))
             if method == "global_book":
                 book_out = got
@@ -112,12 +117,12 @@ def checks(shape: tuple[int, int]) -> None:
         u, v = gpucourse.to_device(states[-1]), gpucourse.to_device(gpucourse.poisoned(shape, np.float32))
         heat.heat_step_global_article(u, v, d)
         states.append(gpucourse.to_host(v))
-    for block, rows in ((None, None), ((32, 8), 16), ((32, 2), 3)):
+    for options in ((), ((32, 8), 16), ((32, 2), 3), ((32, 4), 8, False), ((16, 4), 5, False)):
         u, v = gpucourse.to_device(host), gpucourse.to_device(gpucourse.poisoned(shape, np.float32))
-        heat.heat_step_global(u, v, d, *(a for a in (block, rows) if a is not None))
+        heat.heat_step_global(u, v, d, *options)
         same = bool(np.array_equal(gpucourse.to_host(v), states[1]))
-        RESULTS["checks"][f"heat global {block} {rows}"] = same
-        log(f"heat tuned one step {block} {rows}: same bits as the article's: {same}")
+        RESULTS["checks"][f"heat global {options}"] = same
+        log(f"heat tuned one step {options}: same bits as the article's: {same}")
     for steps in (1, 2, 3, 4, 5, 6, 8):
         for columns, height, warps in ((1, 56, 4), (2, 56, 4), (4, 56, 4), (4, 120, 2)):
             if 32 * columns - 2 * steps < 8:
@@ -186,29 +191,34 @@ def explore(shape: tuple[int, int], copy_gbs: float) -> None:
         except gpucourse.GPUOnlyFeature:
             continue
         timed(f"jacobi {method}", lambda launcher=launcher, arguments=arguments: launcher(*arguments), nbytes, copy_gbs)
-    tiles = {"global": [((32, 4), 8), ((32, 8), 8), ((32, 4), 16), ((32, 8), 4), ((64, 2), 8), ((32, 2), 16), ((32, 16), 4)],
-             "shared": [((32, 4), 8), ((32, 8), 8), ((32, 4), 16), ((32, 8), 4), ((64, 4), 8)],
-             "readonly": [((32, 4), 8), ((32, 8), 8), ((32, 4), 16), ((32, 8), 4)],
-             "texture": [((32, 4), 8), ((32, 8), 8), ((32, 4), 16)]}
+    tiles = {"global": [((32, 4), 8, True), ((32, 4), 16, True), ((32, 2), 16, True), ((32, 8), 8, True), ((64, 2), 16, True),
+                        ((32, 4), 24, True), ((32, 4), 8, False), ((32, 2), 16, False), ((32, 4), 16, False)],
+             "shared": [((32, 4), 16, None), ((32, 2), 16, None), ((32, 8), 16, None), ((32, 4), 24, None), ((32, 4), 32, None),
+                        ((64, 2), 16, None)],
+             "readonly": [((32, 4), 16, None), ((32, 2), 16, None), ((32, 4), 32, None)],
+             "texture": [((32, 4), 16, None), ((32, 4), 32, None), ((32, 2), 32, None)]}
     for method, choices in tiles.items():
-        for block, rows in choices:
+        for block, rows, shuffles in choices:
             try:
                 launcher, arguments = laplace.sweep_call(a, b, method, block, rows)
             except gpucourse.GPUOnlyFeature:
                 continue
-            timed(f"jacobi {method} block {block} rows {rows}", lambda launcher=launcher, arguments=arguments: launcher(*arguments),
-                  nbytes, copy_gbs)
+            if shuffles is not None:
+                arguments = (*arguments, shuffles)
+            timed(f"jacobi {method} block {block} rows {rows}" + ("" if shuffles is None else f" shuffles {shuffles}"),
+                  lambda launcher=launcher, arguments=arguments: launcher(*arguments), nbytes, copy_gbs)
     d = 0.2
     nbytes = heat.bytes_per_step(shape, 4)
     timed("heat article global (32, 8)", lambda: heat.heat_step_global_article(a, b, d), nbytes, copy_gbs)
-    for s in (1, 2, 3, 4, 6, 8):
+    for s in range(1, 9):
         timed(f"heat article shared tile 32 s {s}", lambda s=s: heat.heat_steps_shared(a, b, d, 32, s), nbytes, copy_gbs, steps=s)
-    for block, rows in (((32, 4), 8), ((32, 8), 8), ((32, 4), 16), ((32, 8), 4), ((32, 16), 4), ((64, 2), 8)):
-        timed(f"heat tuned global block {block} rows {rows}", lambda block=block, rows=rows: heat.heat_step_global(a, b, d, block, rows),
-              nbytes, copy_gbs)
-    for s, columns, height, warps in ((2, 2, 56, 4), (4, 2, 56, 4), (4, 1, 56, 4), (4, 4, 56, 4), (4, 4, 120, 2), (4, 4, 56, 2),
-                                      (3, 4, 56, 4), (5, 4, 56, 4), (6, 4, 56, 4), (6, 4, 120, 2), (8, 4, 56, 4), (8, 4, 120, 2),
-                                      (8, 2, 56, 4), (6, 2, 56, 4), (10, 4, 120, 2), (12, 4, 120, 2)):
+    for block, rows, shuffles in (((32, 4), 8, True), ((32, 2), 16, True), ((32, 4), 16, True), ((64, 2), 8, True), ((32, 8), 8, True),
+                                  ((32, 8), 4, True), ((32, 4), 8, False), ((64, 2), 8, False)):
+        timed(f"heat tuned global block {block} rows {rows} shuffles {shuffles}",
+              lambda block=block, rows=rows, shuffles=shuffles: heat.heat_step_global(a, b, d, block, rows, shuffles), nbytes, copy_gbs)
+    for s, columns, height, warps in ((1, 2, 56, 4), (2, 2, 56, 4), (3, 2, 56, 4), (4, 2, 56, 4), (5, 2, 56, 4), (6, 2, 56, 4),
+                                      (7, 2, 56, 4), (8, 2, 56, 4), (8, 2, 88, 4), (8, 2, 56, 2), (8, 2, 56, 8), (6, 2, 56, 8),
+                                      (8, 4, 56, 4), (10, 2, 56, 4), (12, 4, 56, 4)):
         timed(f"heat tuned blocked s {s} columns {columns} height {height} warps {warps}",
               lambda s=s, c=columns, h=height, w=warps: heat.heat_steps(a, b, d, s, c, h, w), nbytes, copy_gbs, steps=s)
     cupy = gpucourse.array_module()
@@ -216,14 +226,15 @@ def explore(shape: tuple[int, int], copy_gbs: float) -> None:
     spectrum = cupy.asarray(gpucourse.random_array((ny, nx // 2 + 1), np.complex64, seed=43))
     nbytes = 2 * spectrum.nbytes
     timed("kspace poisson first version", lambda: kspace.poisson_spectrum_simple(spectrum, spectrum, nx), nbytes, copy_gbs)
-    for block, rows in (((32, 8), 8), ((32, 8), 4), ((32, 8), 16), ((32, 4), 8), ((64, 4), 8), ((32, 16), 4)):
+    for block, rows in (((64, 4), 8), ((64, 4), 16), ((128, 2), 8), ((128, 2), 16), ((128, 4), 8), ((256, 1), 16), ((64, 8), 8),
+                        ((128, 1), 32)):
         timed(f"kspace poisson tuned block {block} rows {rows}",
               lambda block=block, rows=rows: kspace.poisson_spectrum(spectrum, spectrum, nx, (1.0, 1.0), block, rows), nbytes, copy_gbs)
     cube = 256 if gpucourse.on_gpu() else 16
     half = cupy.asarray(gpucourse.random_array((cube, cube, cube // 2 + 1), np.complex64, seed=44))
     nbytes = 2 * half.nbytes
     timed("kspace derivative 256^3 first version", lambda: kspace.derivative_spectrum_simple(half, half, cube), nbytes, copy_gbs)
-    for block, rows in (((32, 8), 8), ((32, 8), 16), ((32, 4), 8)):
+    for block, rows in (((32, 8), 16), ((32, 4), 16), ((64, 4), 16), ((32, 8), 32)):
         timed(f"kspace derivative 256^3 tuned block {block} rows {rows}",
               lambda block=block, rows=rows: kspace.derivative_spectrum(half, half, cube, 2 * np.pi, 1, block, rows), nbytes, copy_gbs)
 

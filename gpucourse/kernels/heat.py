@@ -58,7 +58,7 @@ TUNED_BLOCK = (32, 4)
 TUNED_ROWS = 8
 #: The tuned multi-step kernel: steps per launch, and (columns per lane, rows each warp writes, warps per block)
 #: on a GPU and in the simulator (where every idle lane of a warp is a Python thread).
-BLOCKED_STEPS = 4
+BLOCKED_STEPS = 6
 BLOCKED_TILE = {"gpu": (2, 56, 4), "simulator": (1, 4, 1)}
 #: Rows the multi-step kernel loads before it uses any (loads in flight per lane: CHUNK * columns).
 CHUNK = 8
@@ -127,8 +127,65 @@ def heat_steps_shared_kernel(tile: int, steps: int, dtype_name: str) -> object:
 
 
 @functools.cache
-def heat_step_rows_kernel(rows: int, dtype_name: str) -> object:
-    """One step, `rows` points per thread down a column (rows j0 ... j0 + rows - 1), the window in registers."""
+def heat_step_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> object:
+    """One step, `rows` points per thread down a column (rows j0 ... j0 + rows - 1), the window in registers.
+
+    With `shuffles`, a thread loads its own column only and takes its x-neighbours from the lanes
+    beside it; the lanes at the two ends of a warp load the column beyond them. Without, each
+    thread loads its neighbours' columns too.
+    """
+    if not shuffles:
+        return _heat_step_loads_kernel(rows, dtype_name)
+    R = rows
+    W = R + 2
+    DT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def heat_step_rows(u, u_new, nx, ny, d, four):  # u, u_new: flat views of (ny, nx) meshes
+        lane = cuda.laneid
+        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        j0 = u32((cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * R)
+        if j0 >= ny:                    # the same j0 for the whole warp
+            return
+        row = nonneg(nx)
+        o = nonneg(u32(j0 * nx + i))
+        first = i - lane                # the warp's first column
+        if first >= 1 and first + 33 <= nx and j0 >= 1 and j0 + R < ny:  # every point moves; the halo columns are inside
+            centre = cuda.local.array(W, DT)  # registers: rows j0 - 1 ... j0 + R
+            side = cuda.local.array(R, DT)    # lane 0: the column left of the warp; lane 31: the one right of it
+            p = o - row
+            for k in range(W):          # every load first
+                centre[k] = u[p]
+                p += row
+            beyond = o - ONE if lane == 0 else o + ONE
+            for k in range(R):
+                if lane == 0 or lane == 31:
+                    side[k] = u[beyond]
+                beyond += row
+            for k in range(R):
+                west = cuda.shfl_up_sync(FULL_MASK, centre[k + 1], 1)
+                east = cuda.shfl_down_sync(FULL_MASK, centre[k + 1], 1)
+                if lane == 0:
+                    west = side[k]
+                if lane == 31:
+                    east = side[k]
+                u_new[o] = heat_update(centre[k + 1], centre[k], west, east, centre[k + 2], d, four)
+                o += row
+        elif i < nx:                    # a column or rows of the boundary nearby: each point tested, the boundary copied
+            for k in range(R):
+                j = j0 + k
+                if j < ny:
+                    x = u[o]
+                    if 0 < i and i + 1 < nx and 0 < j and j + 1 < ny:
+                        x = heat_update(x, u[o - row], u[o - ONE], u[o + ONE], u[o + row], d, four)
+                    u_new[o] = x
+                o += row
+
+    return heat_step_rows
+
+
+def _heat_step_loads_kernel(rows: int, dtype_name: str) -> object:
+    """One step, `rows` points per thread down a column, its x-neighbours loaded too (three loads a row)."""
     R = rows
     W = R + 2
     DT = numba.from_dtype(np.dtype(dtype_name))
@@ -314,17 +371,23 @@ def heat_steps_shared(u, u_new, d: float, tile: int = 32, steps: int = 1):
 
 
 @planned
-def heat_step_global(u, u_new, d: float, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS):
-    """One time step u -> u_new from global memory, `rows` points per thread down a column; the boundary is copied."""
+def heat_step_global(u, u_new, d: float, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS, shuffles: bool = True):
+    """One time step u -> u_new from global memory, `rows` points per thread down a column; the boundary is copied.
+
+    `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
+    """
     dtype = _check(u, u_new, d)
     check_32bit(u.shape)
     if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
         raise LaunchConfigError(f"rows (points per thread down a column) must be an integer from 1 to 64; got {rows!r}")
     bx, by = check_threads_per_block(block)
+    if shuffles and bx % 32:
+        raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
+                                f"got {tuple(block)}, or pass shuffles=False")
     ny, nx = u.shape
     grid = check_blocks((blocks_to_cover(nx, bx), blocks_to_cover(ny, by * rows)))
-    return bind(heat_step_rows_kernel(int(rows), dtype.name), grid, (bx, by), flat(u), flat(u_new), np.uint32(nx), np.uint32(ny),
-                *_scalars(dtype, d))
+    return bind(heat_step_rows_kernel(int(rows), dtype.name, bool(shuffles)), grid, (bx, by), flat(u), flat(u_new), np.uint32(nx),
+                np.uint32(ny), *_scalars(dtype, d))
 
 
 def check_blocked(steps: int, columns: int, height: int, warps: int) -> None:

@@ -50,9 +50,11 @@ from .stencil import nonneg
 
 #: The book's thread block: 32 x 16 threads (x, y).
 BOOK_BLOCK = (32, 16)
+#: Every lane of a warp takes part in the shuffles.
+FULL_MASK = 0xFFFFFFFF
 #: The tuned kernels' thread block (x, y) and the rows each thread computes.
 TUNED_BLOCK = (32, 4)
-TUNED_ROWS = 8
+TUNED_ROWS = 16
 
 
 def weights(dtype) -> tuple:
@@ -127,8 +129,74 @@ def jacobi_shared_book_kernel(block_x: int, block_y: int, dtype_name: str) -> ob
 
 
 @functools.cache
-def jacobi_global_rows_kernel(rows: int, dtype_name: str) -> object:
-    """The tuned global-memory sweep: `rows` points per thread, the three columns of its window in registers."""
+def jacobi_global_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> object:
+    """The tuned global-memory sweep: `rows` points per thread down a column, its window in registers.
+
+    With `shuffles`, a thread loads its own column only and takes the columns left and right of it
+    from the lanes beside it (warp shuffles); the lanes at the two ends of a warp also load the
+    column beyond them. Without, each thread loads all three columns (three loads a row, two of
+    them served by the L1 cache). Shuffles need blocks a whole number of warps wide.
+    """
+    if not shuffles:
+        return _jacobi_global_loads_kernel(rows, dtype_name)
+    R = rows
+    W = R + 2                            # rows of the window
+    DT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def jacobi_global_rows(a, a_new, nx, ny, edge, corner):  # a, a_new: flat views of (ny, nx) meshes
+        lane = cuda.laneid
+        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        j0 = u32(1 + (cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * R)
+        if j0 + 1 >= ny:                 # the same j0 for the whole warp: every lane leaves, or none
+            return
+        row = nonneg(nx)
+        top = nonneg(u32((j0 - 1) * nx + i))   # (j0 - 1, i): the window's first row
+        first = i - lane                 # the warp's first column
+        if first >= 1 and first + 33 <= nx and j0 + R < ny:  # the warp and its two halo columns inside, all rows interior
+            centre = cuda.local.array(W, DT)   # registers: every index is a constant once the loops unroll
+            side = cuda.local.array(W, DT)     # lane 0: the column left of the warp; lane 31: the one right of it
+            beyond = top - ONE if lane == 0 else top + ONE
+            o = top
+            for k in range(W):           # every load first
+                centre[k] = a[o]
+                if lane == 0 or lane == 31:
+                    side[k] = a[beyond]
+                o += row
+                beyond += row
+            west_above = cuda.shfl_up_sync(FULL_MASK, centre[0], 1)
+            east_above = cuda.shfl_down_sync(FULL_MASK, centre[0], 1)
+            west_here = cuda.shfl_up_sync(FULL_MASK, centre[1], 1)
+            east_here = cuda.shfl_down_sync(FULL_MASK, centre[1], 1)
+            if lane == 0:
+                west_above, west_here = side[0], side[1]
+            if lane == 31:
+                east_above, east_here = side[0], side[1]
+            o = top + row
+            for k in range(R):           # a sliding window: each shuffled value serves three rows
+                west_below = cuda.shfl_up_sync(FULL_MASK, centre[k + 2], 1)
+                east_below = cuda.shfl_down_sync(FULL_MASK, centre[k + 2], 1)
+                if lane == 0:
+                    west_below = side[k + 2]
+                if lane == 31:
+                    east_below = side[k + 2]
+                a_new[o] = jacobi_update(centre[k], west_here, east_here, centre[k + 2],
+                                         west_above, east_above, west_below, east_below, edge, corner)
+                west_above, east_above, west_here, east_here = west_here, east_here, west_below, east_below
+                o += row
+        elif 1 <= i and i + 1 < nx:      # near an edge of the mesh: every point on its own, its neighbours loaded
+            o = top + row
+            for k in range(R):
+                if j0 + k + 1 < ny:
+                    a_new[o] = jacobi_update(a[o - row], a[o - ONE], a[o + ONE], a[o + row],
+                                             a[o - row - ONE], a[o - row + ONE], a[o + row - ONE], a[o + row + ONE], edge, corner)
+                o += row
+
+    return jacobi_global_rows
+
+
+def _jacobi_global_loads_kernel(rows: int, dtype_name: str) -> object:
+    """The tuned global-memory sweep with its x-neighbours loaded too: the three columns of the window in registers."""
     R = rows
     W = R + 2                            # rows of the window
     DT = numba.from_dtype(np.dtype(dtype_name))
@@ -390,16 +458,28 @@ def jacobi_shared_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
     return bind(jacobi_shared_book_kernel(bx, by, dtype.name), blocks, threads, a, a_new, *weights(dtype))
 
 
+def check_warp_rows(block: tuple[int, int]) -> None:
+    """Kernels that take x-neighbours from the lanes beside need blocks whose rows are whole warps."""
+    if tuple(block)[0] % 32:
+        raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
+                                f"got {tuple(block)}, or pass shuffles=False")
+
+
 @planned
-def jacobi_global(a, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS):
-    """One Jacobi sweep a -> a_new (interior only) from global memory, `rows` points per thread (C-contiguous meshes)."""
+def jacobi_global(a, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS, shuffles: bool = True):
+    """One Jacobi sweep a -> a_new (interior only) from global memory, `rows` points per thread (C-contiguous meshes).
+
+    `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
+    """
     dtype = _check(a, a_new)
     check_32bit(a.shape)
     rows = check_rows(rows)
     blocks, threads = rows_grid(a.shape, block, rows)
+    if shuffles:
+        check_warp_rows(threads)
     ny, nx = a.shape
-    return bind(jacobi_global_rows_kernel(rows, dtype.name), blocks, threads, flat(a), flat(a_new), np.uint32(nx), np.uint32(ny),
-                *weights(dtype))
+    return bind(jacobi_global_rows_kernel(rows, dtype.name, bool(shuffles)), blocks, threads, flat(a), flat(a_new), np.uint32(nx),
+                np.uint32(ny), *weights(dtype))
 
 
 @planned

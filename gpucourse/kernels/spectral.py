@@ -46,7 +46,9 @@ from .stencil import nonneg
 
 #: Threads per block of the spectrum kernels: 32 along the contiguous axis, 8 rows.
 BLOCK = (32, 8)
-#: Rows of the spectrum each thread of the tuned kernels takes.
+#: Threads per block of the tuned kernels (64 neighbouring columns: each row of a block reads 512 contiguous bytes)
+#: and the rows of the spectrum each thread takes.
+TUNED_BLOCK = (64, 4)
 ROWS = 8
 #: Most blocks along y; more rows are covered by a grid-stride loop (the grid's y limit is 65535).
 MAX_BLOCKS_Y = 4096
@@ -311,7 +313,7 @@ def _derivative_arguments(spectrum, out, n: int, length: float, order: int) -> t
 
 
 @planned
-def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] = BLOCK,
+def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] = TUNED_BLOCK,
                         rows: int = ROWS):
     """out = (i k)^order spectrum / n over the last axis of a half spectrum of n real points on a period `length` (out may be spectrum)."""
     rows_in, rows_out, dtype, real, nyquist = _derivative_arguments(spectrum, out, n, length, order)
@@ -345,7 +347,7 @@ def _poisson_arguments(spectrum, out, nx: int, lengths: tuple[float, float]) -> 
 
 
 @planned
-def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] = BLOCK,
+def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] = TUNED_BLOCK,
                      rows: int = ROWS):
     """out = -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, on the half spectrum of an (ny, nx) mesh of size lengths = (Lx, Ly)."""
     dtype, kx_unit, ky_unit, scale = _poisson_arguments(spectrum, out, nx, lengths)
