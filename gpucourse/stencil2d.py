@@ -108,6 +108,7 @@ class Stencil2D:
                                "back_to_back_of_copy": fraction(m.back_to_back_of_copy)} for label, m in self.rows.items()}
         out["heat_blocked"] = {str(s): {"us_per_step": round(m.us_per_step, 2)} for s, m in self.blocked.items()}
         out["skipped"] = dict(self.skipped)
+        out["configuration"] = configuration()
         return out
 
     def table(self):
@@ -127,6 +128,18 @@ class Stencil2D:
         if simulated:
             table.notes.append("Simulator mode: the times measure Python threads; no fraction of a GPU ceiling is given.")
         return table
+
+
+def configuration() -> dict:
+    """The tuned kernels' default tiles at the time of measuring (what the record's figures were measured with)."""
+    from .kernels import heat, laplace
+    from .kernels import spectral as kspace
+
+    return {"jacobi": {method: {"block": list(block), "rows": rows} for method, (block, rows) in laplace.TUNED.items()},
+            "jacobi_global_shuffles": laplace.TUNED_SHUFFLES,
+            "heat_step": {"block": list(heat.TUNED_STEP[0]), "rows": heat.TUNED_STEP[1], "shuffles": heat.TUNED_STEP[2]},
+            "heat_steps": {"steps": heat.BLOCKED_STEPS, "columns, height, warps": list(heat.BLOCKED_TILE["gpu"])},
+            "kspace_poisson": {"block": list(kspace.TUNED_BLOCK), "rows": kspace.ROWS}}
 
 
 def git_commit() -> str | None:

@@ -53,9 +53,9 @@ from .stencil import nonneg
 
 #: Largest d = k dt / h^2 for which the explicit 2D step is stable.
 STABILITY_LIMIT = 0.25
-#: The tuned one-step kernel's block (x, y) and rows per thread.
-TUNED_BLOCK = (32, 4)
-TUNED_ROWS = 8
+#: The tuned one-step kernel's block (x, y), rows per thread, and whether it takes x-neighbours from warp shuffles:
+#: the fastest variant measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py). Read at each new plan.
+TUNED_STEP = ((32, 4), 8, True)
 #: The tuned multi-step kernel: steps per launch, and (columns per lane, rows each warp writes, warps per block)
 #: on a GPU and in the simulator (where every idle lane of a warp is a Python thread).
 BLOCKED_STEPS = 6
@@ -126,52 +126,54 @@ def heat_steps_shared_kernel(tile: int, steps: int, dtype_name: str) -> object:
 # The tuned kernels
 
 
+#: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
+WARP_COLUMNS = 30
+
+
 @functools.cache
 def heat_step_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> object:
     """One step, `rows` points per thread down a column (rows j0 ... j0 + rows - 1), the window in registers.
 
-    With `shuffles`, a thread loads its own column only and takes its x-neighbours from the lanes
-    beside it; the lanes at the two ends of a warp load the column beyond them. Without, each
-    thread loads its neighbours' columns too.
+    With `shuffles`, each thread loads one column only and takes its x-neighbours from the lanes
+    beside it: a warp's 32 lanes hold 32 neighbouring columns and write the 30 inner ones (one
+    load a row, no branch that depends on the lane). Without, each thread loads its neighbours'
+    columns too (three loads a row).
     """
     if not shuffles:
         return _heat_step_loads_kernel(rows, dtype_name)
     R = rows
     W = R + 2
     DT = numba.from_dtype(np.dtype(dtype_name))
+    WC = WARP_COLUMNS
 
     @cuda.jit
     def heat_step_rows(u, u_new, nx, ny, d, four):  # u, u_new: flat views of (ny, nx) meshes
         lane = cuda.laneid
-        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        warp = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+        first = np.int64(warp) * WC - 1  # the column of lane 0: the halo left of the warp's 30 columns
+        i = first + lane
         j0 = u32((cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * R)
         if j0 >= ny:                    # the same j0 for the whole warp
             return
         row = nonneg(nx)
-        o = nonneg(u32(j0 * nx + i))
-        first = i - lane                # the warp's first column
-        if first >= 1 and first + 33 <= nx and j0 >= 1 and j0 + R < ny:  # every point moves; the halo columns are inside
+        if first >= 0 and first + 32 <= nx and j0 >= 1 and j0 + R < ny:  # every point moves, every neighbour inside
             centre = cuda.local.array(W, DT)  # registers: rows j0 - 1 ... j0 + R
-            side = cuda.local.array(R, DT)    # lane 0: the column left of the warp; lane 31: the one right of it
+            o = nonneg(u32(j0 * nx + i))
             p = o - row
-            for k in range(W):          # every load first
+            for k in range(W):          # every load first: one a row
                 centre[k] = u[p]
                 p += row
-            beyond = o - ONE if lane == 0 else o + ONE
-            for k in range(R):
-                if lane == 0 or lane == 31:
-                    side[k] = u[beyond]
-                beyond += row
+            new = cuda.local.array(R, DT)
             for k in range(R):
                 west = cuda.shfl_up_sync(FULL_MASK, centre[k + 1], 1)
                 east = cuda.shfl_down_sync(FULL_MASK, centre[k + 1], 1)
-                if lane == 0:
-                    west = side[k]
-                if lane == 31:
-                    east = side[k]
-                u_new[o] = heat_update(centre[k + 1], centre[k], west, east, centre[k + 2], d, four)
-                o += row
-        elif i < nx:                    # a column or rows of the boundary nearby: each point tested, the boundary copied
+                new[k] = heat_update(centre[k + 1], centre[k], west, east, centre[k + 2], d, four)
+            if 0 < lane and lane < 31:  # after every shuffle: the lanes may part here
+                for k in range(R):
+                    u_new[o] = new[k]
+                    o += row
+        elif 0 < lane and lane < 31 and 0 <= i and i < nx:  # a column or rows of the boundary nearby: each point tested
+            o = nonneg(u32(j0 * nx + i))
             for k in range(R):
                 j = j0 + k
                 if j < ny:
@@ -184,6 +186,7 @@ def heat_step_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> 
     return heat_step_rows
 
 
+@functools.cache
 def _heat_step_loads_kernel(rows: int, dtype_name: str) -> object:
     """One step, `rows` points per thread down a column, its x-neighbours loaded too (three loads a row)."""
     R = rows
@@ -371,11 +374,15 @@ def heat_steps_shared(u, u_new, d: float, tile: int = 32, steps: int = 1):
 
 
 @planned
-def heat_step_global(u, u_new, d: float, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS, shuffles: bool = True):
+def heat_step_global(u, u_new, d: float, block: tuple[int, int] | None = None, rows: int | None = None, shuffles: bool | None = None):
     """One time step u -> u_new from global memory, `rows` points per thread down a column; the boundary is copied.
 
     `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
+    Unset options take TUNED_STEP's.
     """
+    block = tuple(TUNED_STEP[0] if block is None else block)
+    rows = TUNED_STEP[1] if rows is None else rows
+    shuffles = TUNED_STEP[2] if shuffles is None else shuffles
     dtype = _check(u, u_new, d)
     check_32bit(u.shape)
     if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
@@ -385,7 +392,7 @@ def heat_step_global(u, u_new, d: float, block: tuple[int, int] = TUNED_BLOCK, r
         raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
                                 f"got {tuple(block)}, or pass shuffles=False")
     ny, nx = u.shape
-    grid = check_blocks((blocks_to_cover(nx, bx), blocks_to_cover(ny, by * rows)))
+    grid = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * bx // 32 if shuffles else bx), blocks_to_cover(ny, by * rows)))
     return bind(heat_step_rows_kernel(int(rows), dtype.name, bool(shuffles)), grid, (bx, by), flat(u), flat(u_new), np.uint32(nx),
                 np.uint32(ny), *_scalars(dtype, d))
 
@@ -409,14 +416,15 @@ def blocked_tile() -> tuple[int, int, int]:
 
 
 @planned
-def heat_steps(u, u_new, d: float, steps: int = BLOCKED_STEPS, columns: int | None = None, height: int | None = None,
+def heat_steps(u, u_new, d: float, steps: int | None = None, columns: int | None = None, height: int | None = None,
                warps: int | None = None):
     """`steps` time steps u -> u_new in one launch, in registers and warp shuffles (no shared memory, no barrier).
 
-    `columns` per lane, `height` rows per warp and `warps` per block default to `blocked_tile()`.
+    `steps` defaults to BLOCKED_STEPS; `columns` per lane, `height` rows per warp and `warps` per block to `blocked_tile()`.
     """
+    steps = BLOCKED_STEPS if steps is None else steps
     default = blocked_tile()
-    columns, height, warps = columns or default[0], height or default[1], warps or default[2]
+    columns, height, warps = (default[k] if v is None else v for k, v in enumerate((columns, height, warps)))
     dtype = _check(u, u_new, d)
     check_32bit(u.shape)
     check_blocked(steps, columns, height, warps)
@@ -480,6 +488,27 @@ def heat_run(initial, total_steps: int, d: float, method: str = "global", tile: 
     advance = stepper(u, u_new, d, method, tile, steps_per_launch)
     result = (u, u_new)[alternate(advance, total_steps // per_launch, use_graph=graph)]
     return to_host(result) if on_host(initial) else result
+
+
+def blocked_redundancy(steps: int, columns: int, height: int) -> float:
+    """Updates the register kernel computes per update it keeps: a warp computes every level of its 32 columns-per-lane
+    wide strip for all of its height + 2 s rows, and keeps 32 columns - 2 s by height of them."""
+    width = 32 * columns
+    return width / (width - 2 * steps) * (height + 2 * steps) / height
+
+
+def blocked_accesses_per_point_step(steps, columns: int, height: int):
+    """Global reads and writes per useful point-update of the register kernel (the article's count for this tile):
+    each written point costs `blocked_redundancy` reads and one write, shared by `steps` steps."""
+    steps = np.asarray(steps, dtype=np.float64)
+    width = 32 * columns
+    return (width / (width - 2 * steps) * (height + 2 * steps) / height + 1) / steps
+
+
+def blocked_traffic(shape: tuple[int, int], steps: int, columns: int, height: int, itemsize: int = 4) -> tuple[float, float]:
+    """(bytes read, bytes written) by one launch of the register kernel over `shape`, counting its halos' reads."""
+    points = shape[0] * shape[1]
+    return points * blocked_redundancy(steps, columns, height) * itemsize, float(points * itemsize)
 
 
 def bytes_per_step(shape: tuple[int, int], itemsize: int) -> int:

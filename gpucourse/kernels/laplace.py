@@ -52,9 +52,11 @@ from .stencil import nonneg
 BOOK_BLOCK = (32, 16)
 #: Every lane of a warp takes part in the shuffles.
 FULL_MASK = 0xFFFFFFFF
-#: The tuned kernels' thread block (x, y) and the rows each thread computes.
-TUNED_BLOCK = (32, 4)
-TUNED_ROWS = 16
+#: The tuned kernels' (threads per block (x, y), rows each thread computes), by method: the fastest of the variants
+#: measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md). Read at each new plan.
+TUNED = {"global": ((32, 4), 16), "shared": ((64, 2), 16), "readonly": ((32, 2), 16), "texture": ((32, 2), 32)}
+#: The tuned global sweep takes its x-neighbours from warp shuffles (False: it loads them).
+TUNED_SHUFFLES = True
 
 
 def weights(dtype) -> tuple:
@@ -128,64 +130,62 @@ def jacobi_shared_book_kernel(block_x: int, block_y: int, dtype_name: str) -> ob
 # last row of threads of the mesh has fewer rows to write; it takes the second, checked path.
 
 
+#: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
+WARP_COLUMNS = 30
+
+
 @functools.cache
 def jacobi_global_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> object:
     """The tuned global-memory sweep: `rows` points per thread down a column, its window in registers.
 
-    With `shuffles`, a thread loads its own column only and takes the columns left and right of it
-    from the lanes beside it (warp shuffles); the lanes at the two ends of a warp also load the
-    column beyond them. Without, each thread loads all three columns (three loads a row, two of
-    them served by the L1 cache). Shuffles need blocks a whole number of warps wide.
+    With `shuffles`, each thread loads one column only and takes the columns left and right of it
+    from the lanes beside it (warp shuffles): a warp's 32 lanes hold 32 neighbouring columns and
+    write the 30 inner ones (the two outer lanes load the halo; neighbouring warps overlap by two
+    columns). One load a row, no branch that depends on the lane. Without, each thread loads all
+    three columns (three loads a row). Shuffles need blocks a whole number of warps wide.
     """
     if not shuffles:
         return _jacobi_global_loads_kernel(rows, dtype_name)
     R = rows
     W = R + 2                            # rows of the window
     DT = numba.from_dtype(np.dtype(dtype_name))
+    WC = WARP_COLUMNS
 
     @cuda.jit
     def jacobi_global_rows(a, a_new, nx, ny, edge, corner):  # a, a_new: flat views of (ny, nx) meshes
         lane = cuda.laneid
-        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        warp = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+        first = np.int64(warp) * WC - 1  # the column of lane 0: the halo left of the warp's 30 columns
+        i = first + lane
         j0 = u32(1 + (cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * R)
         if j0 + 1 >= ny:                 # the same j0 for the whole warp: every lane leaves, or none
             return
         row = nonneg(nx)
-        top = nonneg(u32((j0 - 1) * nx + i))   # (j0 - 1, i): the window's first row
-        first = i - lane                 # the warp's first column
-        if first >= 1 and first + 33 <= nx and j0 + R < ny:  # the warp and its two halo columns inside, all rows interior
+        if first >= 0 and first + 32 <= nx and j0 + R < ny:  # all 32 columns inside the mesh, all rows interior
             centre = cuda.local.array(W, DT)   # registers: every index is a constant once the loops unroll
-            side = cuda.local.array(W, DT)     # lane 0: the column left of the warp; lane 31: the one right of it
-            beyond = top - ONE if lane == 0 else top + ONE
+            top = nonneg(u32((j0 - 1) * nx + i))
             o = top
-            for k in range(W):           # every load first
+            for k in range(W):           # every load first: one a row
                 centre[k] = a[o]
-                if lane == 0 or lane == 31:
-                    side[k] = a[beyond]
                 o += row
-                beyond += row
+            new = cuda.local.array(R, DT)
             west_above = cuda.shfl_up_sync(FULL_MASK, centre[0], 1)
             east_above = cuda.shfl_down_sync(FULL_MASK, centre[0], 1)
             west_here = cuda.shfl_up_sync(FULL_MASK, centre[1], 1)
             east_here = cuda.shfl_down_sync(FULL_MASK, centre[1], 1)
-            if lane == 0:
-                west_above, west_here = side[0], side[1]
-            if lane == 31:
-                east_above, east_here = side[0], side[1]
-            o = top + row
             for k in range(R):           # a sliding window: each shuffled value serves three rows
                 west_below = cuda.shfl_up_sync(FULL_MASK, centre[k + 2], 1)
                 east_below = cuda.shfl_down_sync(FULL_MASK, centre[k + 2], 1)
-                if lane == 0:
-                    west_below = side[k + 2]
-                if lane == 31:
-                    east_below = side[k + 2]
-                a_new[o] = jacobi_update(centre[k], west_here, east_here, centre[k + 2],
-                                         west_above, east_above, west_below, east_below, edge, corner)
+                new[k] = jacobi_update(centre[k], west_here, east_here, centre[k + 2],
+                                       west_above, east_above, west_below, east_below, edge, corner)
                 west_above, east_above, west_here, east_here = west_here, east_here, west_below, east_below
-                o += row
-        elif 1 <= i and i + 1 < nx:      # near an edge of the mesh: every point on its own, its neighbours loaded
-            o = top + row
+            if 0 < lane and lane < 31 and i + 1 < nx:  # after every shuffle: the lanes may part here
+                o = top + row
+                for k in range(R):
+                    a_new[o] = new[k]
+                    o += row
+        elif 0 < lane and lane < 31 and 1 <= i and i + 1 < nx:  # near an edge of the mesh: each point on its own
+            o = nonneg(u32(j0 * nx + i))
             for k in range(R):
                 if j0 + k + 1 < ny:
                     a_new[o] = jacobi_update(a[o - row], a[o - ONE], a[o + ONE], a[o + row],
@@ -195,6 +195,7 @@ def jacobi_global_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True)
     return jacobi_global_rows
 
 
+@functools.cache
 def _jacobi_global_loads_kernel(rows: int, dtype_name: str) -> object:
     """The tuned global-memory sweep with its x-neighbours loaded too: the three columns of the window in registers."""
     R = rows
@@ -426,6 +427,12 @@ def _check(a, a_new) -> np.dtype:
     return dtype
 
 
+def tuned_options(method: str, block: tuple[int, int] | None, rows: int | None) -> tuple[tuple[int, int], int]:
+    """(block, rows) of a tuned sweep: those given, else TUNED[method]'s."""
+    default_block, default_rows = TUNED[method]
+    return tuple(default_block if block is None else block), default_rows if rows is None else rows
+
+
 def check_rows(rows: int) -> int:
     """Points per thread of the tuned kernels: a positive integer (they are unrolled: at most 64)."""
     if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
@@ -466,25 +473,30 @@ def check_warp_rows(block: tuple[int, int]) -> None:
 
 
 @planned
-def jacobi_global(a, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS, shuffles: bool = True):
+def jacobi_global(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None, shuffles: bool | None = None):
     """One Jacobi sweep a -> a_new (interior only) from global memory, `rows` points per thread (C-contiguous meshes).
 
     `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
+    Unset options take TUNED["global"] and TUNED_SHUFFLES.
     """
+    block, rows = tuned_options("global", block, rows)
+    shuffles = TUNED_SHUFFLES if shuffles is None else shuffles
     dtype = _check(a, a_new)
     check_32bit(a.shape)
     rows = check_rows(rows)
     blocks, threads = rows_grid(a.shape, block, rows)
+    ny, nx = a.shape
     if shuffles:
         check_warp_rows(threads)
-    ny, nx = a.shape
+        blocks = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * threads[0] // 32), blocks[1]))
     return bind(jacobi_global_rows_kernel(rows, dtype.name, bool(shuffles)), blocks, threads, flat(a), flat(a_new), np.uint32(nx),
                 np.uint32(ny), *weights(dtype))
 
 
 @planned
-def jacobi_shared(a, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS):
+def jacobi_shared(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
     """One Jacobi sweep a -> a_new (interior only) through a shared tile, `rows` points per thread (C-contiguous meshes)."""
+    block, rows = tuned_options("shared", block, rows)
     dtype = _check(a, a_new)
     check_32bit(a.shape)
     rows = check_rows(rows)
@@ -495,11 +507,15 @@ def jacobi_shared(a, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TU
                 np.uint32(ny), *weights(dtype))
 
 
+def cuda_c_module(rows: int | None = None):
+    """The CUDA C Jacobi kernels compiled by CuPy, the tuned ones for `rows` points per thread (default: the read-only one's)."""
+    return _cuda_c_module(int(rows or TUNED["readonly"][1]))
+
+
 @functools.cache
-def cuda_c_module(rows: int = TUNED_ROWS):
-    """The CUDA C Jacobi kernels compiled by CuPy, the tuned ones for `rows` points per thread."""
+def _cuda_c_module(rows: int):
     cupy = require_cupy("The texture and read-only Jacobi kernels (CUDA C through CuPy)")
-    return cupy.RawModule(code=JACOBI_CUDA_C, options=(f"-DROWS={int(rows)}",))
+    return cupy.RawModule(code=JACOBI_CUDA_C, options=(f"-DROWS={rows}",))
 
 
 def texture_pitch_alignment() -> int:
@@ -553,8 +569,9 @@ def jacobi_texture_book(reader: TextureReader, a_new, block: tuple[int, int] = B
 
 
 @planned
-def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS):
+def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
     """One Jacobi sweep reading a through a texture object, `rows` points per thread, x-neighbours by warp shuffles (GPU only)."""
+    block, rows = tuned_options("texture", block, rows)
     target = _texture_target(reader, a_new)
     rows = check_rows(rows)
     if tuple(block)[0] != 32:
@@ -584,8 +601,9 @@ def jacobi_readonly_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
 
 
 @planned
-def jacobi_readonly(a, a_new, block: tuple[int, int] = TUNED_BLOCK, rows: int = TUNED_ROWS):
+def jacobi_readonly(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
     """One Jacobi sweep reading a through the read-only data cache (__ldg), `rows` points per thread (float32, GPU only)."""
+    block, rows = tuned_options("readonly", block, rows)
     views = _readonly_views(a, a_new)
     rows = check_rows(rows)
     check_32bit(a.shape)
@@ -709,8 +727,8 @@ def sweep_call(a, a_new, method: str, block: tuple[int, int] | None = None, rows
     if method not in METHODS + BOOK_METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {METHODS + BOOK_METHODS}")
     book = method.endswith("_book")
-    options = (block or BOOK_BLOCK,) if book else (block or TUNED_BLOCK, rows or TUNED_ROWS)
     kind = method.removesuffix("_book")
+    options = (block or BOOK_BLOCK,) if book else tuned_options(kind, block, rows)
     launcher = {"global": (jacobi_global_book, jacobi_global), "shared": (jacobi_shared_book, jacobi_shared),
                 "texture": (jacobi_texture_book, jacobi_texture), "readonly": (jacobi_readonly_book, jacobi_readonly)}[kind][not book]
     if kind == "texture":
@@ -732,7 +750,7 @@ def sweep_plans(a, a_new, method: str, block: tuple[int, int] | None = None, row
 def sweeper(a, a_new, method: str, block: tuple[int, int] | None = None, rows: int | None = None) -> Callable[[int], None]:
     """A function of (source index) that runs one sweep from buffer `source` (0: a, 1: a_new) into the other.
 
-    `block` and `rows` default to each method's own (the book's 32 x 16 threads; the tuned TUNED_BLOCK and TUNED_ROWS).
+    `block` and `rows` default to each method's own (the book's 32 x 16 threads; the tuned ones' TUNED).
     """
     plans = sweep_plans(a, a_new, method, block, rows)
     return lambda source: plans[source]()

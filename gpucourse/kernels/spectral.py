@@ -48,8 +48,10 @@ from .stencil import nonneg
 BLOCK = (32, 8)
 #: Threads per block of the tuned kernels (64 neighbouring columns: each row of a block reads 512 contiguous bytes)
 #: and the rows of the spectrum each thread takes.
-TUNED_BLOCK = (64, 4)
-ROWS = 8
+TUNED_BLOCK = (256, 1)
+ROWS = 16
+#: The same for the derivative kernel, whose spectra are often narrow (n // 2 + 1 columns of a small cube).
+DERIVATIVE_TUNED = ((64, 4), 16)
 #: Most blocks along y; more rows are covered by a grid-stride loop (the grid's y limit is 65535).
 MAX_BLOCKS_Y = 4096
 
@@ -313,9 +315,13 @@ def _derivative_arguments(spectrum, out, n: int, length: float, order: int) -> t
 
 
 @planned
-def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] = TUNED_BLOCK,
-                        rows: int = ROWS):
-    """out = (i k)^order spectrum / n over the last axis of a half spectrum of n real points on a period `length` (out may be spectrum)."""
+def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] | None = None,
+                        rows: int | None = None):
+    """out = (i k)^order spectrum / n over the last axis of a half spectrum of n real points on a period `length` (out may be spectrum).
+
+    `block` and `rows` (per thread) default to DERIVATIVE_TUNED's.
+    """
+    block, rows = (DERIVATIVE_TUNED[k] if v is None else v for k, v in enumerate((block, rows)))
     rows_in, rows_out, dtype, real, nyquist = _derivative_arguments(spectrum, out, n, length, order)
     check_32bit(rows_in.shape, "the spectrum")
     total, m = rows_in.shape
@@ -347,9 +353,13 @@ def _poisson_arguments(spectrum, out, nx: int, lengths: tuple[float, float]) -> 
 
 
 @planned
-def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] = TUNED_BLOCK,
-                     rows: int = ROWS):
-    """out = -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, on the half spectrum of an (ny, nx) mesh of size lengths = (Lx, Ly)."""
+def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] | None = None,
+                     rows: int | None = None):
+    """out = -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, on the half spectrum of an (ny, nx) mesh of size lengths = (Lx, Ly).
+
+    `block` and `rows` (per thread) default to TUNED_BLOCK and ROWS.
+    """
+    block, rows = TUNED_BLOCK if block is None else block, ROWS if rows is None else rows
     dtype, kx_unit, ky_unit, scale = _poisson_arguments(spectrum, out, nx, lengths)
     check_32bit(spectrum.shape, "the spectrum")
     ny, m = spectrum.shape
