@@ -83,7 +83,7 @@ class KernelProfile:
         return "memory" if self.dram_pct >= self.sm_pct else "instructions"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ProfileRun:
     """The kernels one ncu run profiled, or the one-line reason it profiled nothing."""
 
@@ -113,6 +113,8 @@ class ProfileRun:
 
     def __str__(self) -> str:
         return self.refusal if self.refusal else str(self.table())
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         if self.refusal:
@@ -159,7 +161,7 @@ def kernel_function(name: str) -> str:
 
 
 def parse_raw_csv(text: str, labels: Mapping[str, str] | None = None) -> tuple[KernelProfile, ...]:
-    """The profiles in ncu's `--csv --page raw` output: one per kernel row, labelled by the first regex of `labels` it matches.
+    """The profiles in ncu's `--csv --page raw` output: one per kernel row, labelled by the first unused regex of `labels` it matches.
 
     Lines that are not part of the table (ncu's ==PROF== messages, the program's own output) are skipped.
     Durations are converted to microseconds whatever unit ncu printed.
@@ -173,16 +175,19 @@ def parse_raw_csv(text: str, labels: Mapping[str, str] | None = None) -> tuple[K
     column = {name: i for i, name in enumerate(header)}
     duration_scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
     profiles = []
+    unused = list((labels or {}).items())  # labels are taken in order: two labels may name the same kernel, launched twice
     for row in data:
         if len(row) != len(header):
             continue
         name = row[column["Kernel Name"]]
         function = kernel_function(name)
         label = function
-        for text_label, pattern in (labels or {}).items():
-            if re.search(pattern, name):
-                label = text_label
-                break
+        matching = [item for item in unused if re.search(item[1], name)]
+        if matching:
+            label = matching[0][0]
+            unused.remove(matching[0])
+        else:
+            label = next((text for text, pattern in (labels or {}).items() if re.search(pattern, name)), function)
         values = {key: _number(row[column[metric]]) if metric in column else None for key, metric in METRICS.items()}
         scale = duration_scale.get(units[column[METRICS["duration_us"]]].strip(), 1.0) if METRICS["duration_us"] in column else 1.0
         stalls = {}
@@ -209,7 +214,8 @@ def profile(code: str, kernels: Mapping[str, str], *, launches: int | None = Non
     """Run `code` as a script under Nsight Compute and profile the kernels `kernels` names (label -> regex of the kernel name).
 
     `code` should launch each kernel once (compiling first is fine: ncu profiles kernels, not the
-    compiler); the first `launches` matching launches are profiled (default: one per label).
+    compiler), in the order of `kernels`; the first `launches` matching launches are profiled (default:
+    one per label). Two labels may give the same regex: the kernel's first launch takes the first label.
     `keep_log` copies ncu's raw output there (for the record).
     """
     if mode.is_simulator():

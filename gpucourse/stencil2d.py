@@ -184,8 +184,10 @@ def measure_jacobi(result: Stencil2D, repeat: int, book: bool = True) -> None:
             _time(result, label, lambda launcher=launcher, arguments=arguments: launcher(*arguments), nbytes, repeat)
 
 
-def measure_heat(result: Stencil2D, repeat: int, steps: Sequence[int] | None = None, book: bool = True) -> None:
-    """One heat step, the article's and the tuned; the tuned multi-step kernel at each s of `steps` (per step)."""
+def measure_heat(result: Stencil2D, repeat: int, steps: Sequence[int] | None = None, book: bool = True,
+                 article_steps: Sequence[int] | None = None) -> None:
+    """One heat step, the article's and the tuned; the tuned multi-step kernel at each s of `steps` (per step); the article's
+    shared tile at each s of `article_steps` (default: the largest s up to 4 of the notebook's list)."""
     from .kernels import heat
 
     shape = result.shape
@@ -196,9 +198,9 @@ def measure_heat(result: Stencil2D, repeat: int, steps: Sequence[int] | None = N
     if book:
         _time(result, "heat, the article's one step", lambda: heat.heat_step_global_article(u, v, d), nbytes, repeat)
         tile = problem_size("ch6_heat_tile")
-        article_s = max(s for s in problem_size("ch6_heat_steps") if s <= 4)
-        _time(result, f"heat, the article's shared tile, s = {article_s}", lambda: heat.heat_steps_shared(u, v, d, tile, article_s),
-              nbytes, repeat, steps=article_s)
+        for article_s in article_steps or [max(s for s in problem_size("ch6_heat_steps") if s <= 4)]:
+            _time(result, f"heat, the article's shared tile, s = {article_s}",
+                  lambda s=article_s: heat.heat_steps_shared(u, v, d, tile, s), nbytes, repeat, steps=article_s)
     _time(result, "heat, tuned one step", lambda: heat.heat_step_global(u, v, d), nbytes, repeat)
     for s in steps or problem_size("ch6_heat_steps"):
         label = f"heat, tuned multi-step, s = {s}"
@@ -223,14 +225,18 @@ def measure_kspace(result: Stencil2D, repeat: int, book: bool = True) -> None:
 
 
 def measure(shape: tuple[int, int] | None = None, repeat: int | None = None, parts: Sequence[str] = ("jacobi", "heat", "kspace"),
-            steps: Sequence[int] | None = None, book: bool = True) -> Stencil2D:
-    """Measure the 2D kernels (`parts` of 'jacobi', 'heat', 'kspace') at `shape` float32 (default: the heat notebook's mesh)."""
+            steps: Sequence[int] | None = None, book: bool = True, article_steps: Sequence[int] | None = None) -> Stencil2D:
+    """Measure the 2D kernels (`parts` of 'jacobi', 'heat', 'kspace') at `shape` float32 (default: the record's mesh,
+    the heat notebook's, 8192^2 on a GPU): the tuned kernels, and with `book` the book's and the article's beside them.
+
+    `steps`: the tuned multi-step kernel's steps per launch to try; `article_steps`: the article's shared tile's.
+    """
     shape = tuple(shape or problem_size("ch6_heat"))
     repeat = repeat or problem_size("ch6_repeat")
     result = Stencil2D(shape, bandwidth_ceilings())
     for part in parts:
         if part == "heat":
-            measure_heat(result, repeat, steps, book)
+            measure_heat(result, repeat, steps, book, article_steps)
         elif part in ("jacobi", "kspace"):
             (measure_jacobi if part == "jacobi" else measure_kspace)(result, repeat, book)
         else:
