@@ -67,8 +67,13 @@ def weights(dtype) -> tuple:
 
 @device_function
 def jacobi_update(north, west, east, south, north_west, north_east, south_west, south_east, edge, corner):
-    """The book's update, in this order in every kernel: edge (((S + W) + E) + N) + corner (((NW + NE) + SW) + SE)."""
-    return edge * (((south + west) + east) + north) + corner * (((north_west + north_east) + south_west) + south_east)
+    """The book's update, in this order in every kernel: edge (((S + W) + E) + N) + corner (((NW + NE) + SW) + SE).
+
+    The last multiply-add is written as one fused multiply-add: left to the compiler, `a * b + c * d`
+    may be fused either way round (or not at all) depending on the code around it, and two kernels
+    would then differ in the last bit.
+    """
+    return cuda.fma(edge, ((south + west) + east) + north, corner * (((north_west + north_east) + south_west) + south_east))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +322,7 @@ __device__ __forceinline__ float jacobi_update(float north, float west, float ea
                                                float north_west, float north_east, float south_west, float south_east,
                                                float edge, float corner)
 {
-    return edge * (((south + west) + east) + north) + corner * (((north_west + north_east) + south_west) + south_east);
+    return fmaf(edge, ((south + west) + east) + north, corner * (((north_west + north_east) + south_west) + south_east));
 }
 
 // The book's kernels: one thread per point.
