@@ -104,7 +104,7 @@ def test_bad_arguments():
     with pytest.raises(LaunchConfigError, match="columns per lane"):
         heat.heat_steps(u, u, D, steps=2, columns=3)
     with pytest.raises(LaunchConfigError, match="multiple of 32"):
-        heat.heat_step_global(u, u, D, (16, 4))
+        heat.heat_step_global(u, u, D, (16, 4), 8, True)
     with pytest.raises(ValueError, match="stable"):
         heat.heat_step_global(u, u, 0.3)
     with pytest.raises(ArrayArgumentError, match="float64"):

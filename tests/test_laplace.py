@@ -101,7 +101,7 @@ def test_bad_arguments():
     with pytest.raises(LaunchConfigError, match="limit"):
         laplace.jacobi_global_book(a, a, (64, 32))
     with pytest.raises(LaunchConfigError, match="multiple of 32"):
-        laplace.jacobi_global(a, a, (16, 4))
+        laplace.jacobi_global(a, a, (16, 4), 16, True)
     with pytest.raises(LaunchConfigError, match="rows"):
         laplace.jacobi_global(a, a, (32, 4), 0)
     with pytest.raises(LaunchConfigError, match="3 x 3"):

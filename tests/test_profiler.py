@@ -10,7 +10,7 @@ import pytest
 
 from gpucourse import mode, profiler
 
-RECORDED = Path(__file__).parent / "data" / "ncu_raw_h200.csv"  # tools/gpu_stencil2d.py, run 2 (measurements/stencil2d.md)
+RECORDED = Path(__file__).parent / "data" / "ncu_raw_h200.csv"  # tools/gpu_stencil2d.py, run 3 (measurements/stencil2d.md)
 LABELS = {"Jacobi global, the book's": "jacobi_global_book", "Jacobi global, tuned": "jacobi_global_rows",
           "Jacobi shared, the book's": "jacobi_shared_book", "Jacobi shared, tuned": "jacobi_shared_rows",
           "heat one step, the article's": "heat_step_global_article", "heat one step, tuned": "heat_step_rows",
