@@ -192,11 +192,11 @@ def explore(shape: tuple[int, int], copy_gbs: float) -> None:
         except gpucourse.GPUOnlyFeature:
             continue
         timed(f"jacobi {method}", lambda launcher=launcher, arguments=arguments: launcher(*arguments), nbytes, copy_gbs)
-    tiles = {"global": [((32, 4), 8, True), ((32, 4), 16, True), ((32, 2), 16, True), ((64, 2), 16, True), ((32, 8), 8, True),
-                        ((128, 1), 16, True), ((32, 2), 16, False), ((32, 4), 16, False)],
-             "shared": [((64, 2), 16, None), ((32, 4), 16, None), ((128, 1), 16, None), ((64, 4), 16, None)],
-             "readonly": [((32, 2), 16, None), ((32, 4), 16, None), ((64, 2), 16, None)],
-             "texture": [((32, 2), 32, None), ((32, 4), 32, None), ((64, 2), 32, None)]}
+    tiles = {"global": [((128, 1), 16, True), ((256, 1), 16, True), ((256, 1), 8, True), ((128, 2), 8, True),
+                        ((32, 2), 16, False), ((128, 1), 16, False)],
+             "shared": [((128, 1), 16, None), ((256, 1), 16, None), ((64, 2), 16, None)],
+             "readonly": [((32, 2), 16, None), ((128, 1), 16, None)],
+             "texture": [((32, 2), 32, None), ((32, 4), 32, None)]}  # the tuned texture sweep needs blocks 32 threads wide
     for method, choices in tiles.items():
         for block, rows, shuffles in choices:
             try:
@@ -214,13 +214,12 @@ def explore(shape: tuple[int, int], copy_gbs: float) -> None:
     timed("heat article global (32, 8)", lambda: heat.heat_step_global_article(a, b, d), nbytes, copy_gbs)
     for s in range(1, 9):
         timed(f"heat article shared tile 32 s {s}", lambda s=s: heat.heat_steps_shared(a, b, d, 32, s), nbytes, copy_gbs, steps=s)
-    for block, rows, shuffles in (((32, 4), 8, True), ((32, 4), 16, True), ((32, 2), 16, True), ((64, 2), 8, True), ((32, 8), 8, True),
-                                  ((128, 1), 16, True), ((64, 2), 8, False), ((32, 4), 8, False)):
+    for block, rows, shuffles in (((128, 1), 8, True), ((128, 1), 16, True), ((256, 1), 8, True), ((256, 1), 16, True),
+                                  ((64, 2), 8, False), ((128, 1), 8, False)):
         row = timed(f"heat tuned global block {block} rows {rows} shuffles {shuffles}",
                     lambda block=block, rows=rows, shuffles=shuffles: heat.heat_step_global(a, b, d, block, rows, shuffles), nbytes, copy_gbs)
         CHOICES.setdefault("heat global", []).append((row["us_per_step"], (block, rows, shuffles)))
-    for s, columns, height, warps in ((1, 2, 56, 4), (2, 2, 56, 4), (3, 2, 56, 4), (4, 2, 56, 4), (5, 2, 56, 4), (6, 2, 56, 4),
-                                      (7, 2, 56, 4), (8, 2, 56, 4), (8, 2, 56, 2), (8, 4, 56, 4), (6, 4, 56, 4), (10, 2, 56, 4)):
+    for s, columns, height, warps in ((4, 2, 56, 4), (6, 2, 56, 4), (8, 2, 56, 4), (8, 2, 56, 2), (8, 4, 56, 4), (10, 2, 56, 4)):
         row = timed(f"heat tuned blocked s {s} columns {columns} height {height} warps {warps}",
                     lambda s=s, c=columns, h=height, w=warps: heat.heat_steps(a, b, d, s, c, h, w), nbytes, copy_gbs, steps=s)
         CHOICES.setdefault("heat blocked", []).append((row["us_per_step"], (s, (columns, height, warps))))
