@@ -114,3 +114,10 @@ def test_profiles_a_kernel_here():
         assert mode.is_simulator() or profiler.find_ncu() is None or profiler.PERMISSION in run.refusal, run.refusal
         return
     assert run["book"].kernel == "jacobi_global_book_kernel" and run["book"].dram_pct > 0 and run["book"].duration_us > 0
+
+
+def test_two_labels_for_one_kernel_take_its_launches_in_order():
+    """Notebook 2.1 profiles one copy kernel launched twice: the first launch takes the first label, the second the second."""
+    profiles = profiler.parse_raw_csv(RECORDED.read_text(), {"first launch": "jacobi", "second launch": "jacobi"})
+    assert [p.label for p in profiles[:3]] == ["first launch", "second launch", "first launch"]  # labels used up: the first matching
+    assert profiles[0].kernel == "jacobi_global_book_kernel" and profiles[1].kernel == "jacobi_global_rows"
