@@ -7,7 +7,7 @@ import pytest
 
 import gpucourse
 from gpucourse import book, fft, mode, spectral
-from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature
+from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
 from gpucourse.graphs import capture
 from gpucourse.kernels import spectral as kernels
 
@@ -160,3 +160,29 @@ def test_bad_arguments_say_what_to_change():
         spectral.spectral_derivative(rho, device(np.zeros(MESH, np.float32)), 1.0, 3)
     with pytest.raises(ArrayArgumentError, match="shape"):
         spectral.spectral_derivative(rho, device(np.zeros(MESH, np.float32)), work=device(np.zeros((3, 3), np.complex64)))
+
+
+# --- the tuned k-space kernels against their first versions ---------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("block, rows", [(None, None), ((32, 2), 3), ((64, 1), 5)])
+def test_tuned_spectrum_kernels_give_the_first_versions_bits(dtype, block, rows):
+    """Rows per thread and every load first change the order of the loads, not the arithmetic: the same bits, last rows partial."""
+    ny, nx = MESH[0] + 3, MESH[1] + 1
+    host = gpucourse.random_array((ny, nx // 2 + 1), dtype, seed=21)
+    first, tuned = device(host), poisoned(host.shape, dtype)
+    kernels.poisson_spectrum_simple(first, first, nx, (1.0, 2.0))
+    kernels.poisson_spectrum(device(host), tuned, nx, (1.0, 2.0), block, rows)
+    assert np.array_equal(gpucourse.to_host(tuned), gpucourse.to_host(first))
+    for order in (1, 2):
+        first, tuned = device(host), poisoned(host.shape, dtype)
+        kernels.derivative_spectrum_simple(first, first, nx, 3.0, order)
+        kernels.derivative_spectrum(device(host), tuned, nx, 3.0, order, block, rows)
+        assert np.array_equal(gpucourse.to_host(tuned), gpucourse.to_host(first)), order
+
+
+def test_tuned_spectrum_kernels_refuse_bad_rows():
+    spectrum = device(np.zeros((4, 9), np.complex64))
+    with pytest.raises(LaunchConfigError, match="rows per thread"):
+        kernels.poisson_spectrum(spectrum, spectrum, 16, (1.0, 1.0), None, 0)

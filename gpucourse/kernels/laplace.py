@@ -2,12 +2,22 @@
 
 ``a[y, x]`` with x contiguous. Each sweep writes the interior of ``a_new`` from ``a``:
 new = 1/5 (four edge neighbours) + 1/20 (four corner neighbours); the boundary rows and columns are
-never written (they hold the boundary condition). Three ways to read the neighbours, as in the book:
+never written (they hold the boundary condition). Four ways to read the neighbours, each twice:
+the book's kernel (one point per thread) and a tuned one.
 
-* ``jacobi_global``: straight from global memory (the caches catch the reuse);
-* ``jacobi_shared``: a (block + halo) tile copied into shared memory first;
-* ``jacobi_texture`` (GPU only, CUDA C through CuPy): through texture objects, the book's third way,
-  and ``jacobi_readonly``, the read-only data path a ``const __restrict__`` pointer opens.
+* ``jacobi_global_book`` / ``jacobi_global``: straight from global memory (the caches catch the reuse);
+* ``jacobi_shared_book`` / ``jacobi_shared``: through a shared-memory tile with a one-point halo;
+* ``jacobi_texture_book`` / ``jacobi_texture`` (GPU only, CUDA C through CuPy): through texture
+  objects, the book's third way;
+* ``jacobi_readonly_book`` / ``jacobi_readonly`` (GPU only, CUDA C): through the read-only data
+  path that a ``const __restrict__`` pointer opens (``__ldg``).
+
+The tuned kernels give each thread a column of `rows` points: it loads the rows it needs (its
+points and one more above and below) into registers before it computes anything, so that many
+loads are in flight, reuses each loaded value for three outputs (a sliding window down the column),
+computes its position in 32-bit integers (`gpucourse.kernels.indexing`), and keeps the tests for the
+mesh's last rows out of the common path. All Numba kernels call the same `jacobi_update`, and the
+CUDA C kernels write the same expression, in the same order of additions.
 """
 
 from __future__ import annotations
@@ -24,7 +34,10 @@ from ..arrays import require_cupy
 from ..errors import LaunchConfigError
 from ..graphs import capture
 from ..launch import CuPyLaunch, bind, planned
+from ..simulation import device_function
 from ..validate import (
+    blocks_to_cover,
+    check_blocks,
     check_device_array,
     check_float_dtype,
     check_same_shape,
@@ -32,9 +45,19 @@ from ..validate import (
     check_threads_per_block,
     launch_2d,
 )
+from .indexing import ONE, check_32bit, flat, u32
+from .stencil import nonneg
 
 #: The book's thread block: 32 x 16 threads (x, y).
 BOOK_BLOCK = (32, 16)
+#: Every lane of a warp takes part in the shuffles.
+FULL_MASK = 0xFFFFFFFF
+#: The tuned kernels' (threads per block (x, y), rows each thread computes), by method: the fastest of the variants
+#: measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md). Read at each new plan.
+TUNED = {"global": ((32, 2), 16), "shared": ((128, 1), 16), "readonly": ((32, 2), 16), "texture": ((32, 2), 32)}
+#: Whether the tuned global sweep takes its x-neighbours from warp shuffles. On the H200 loading them (three loads a
+#: row, two from the L1 cache) was as fast or faster (0.83 of the copy against 0.82 for the best shuffle tile measured).
+TUNED_SHUFFLES = False
 
 
 def weights(dtype) -> tuple:
@@ -43,18 +66,33 @@ def weights(dtype) -> tuple:
     return kind(0.2), kind(0.05)
 
 
+@device_function
+def jacobi_update(north, west, east, south, north_west, north_east, south_west, south_east, edge, corner):
+    """The book's update, in this order in every kernel: edge (((S + W) + E) + N) + corner (((NW + NE) + SW) + SE).
+
+    The last multiply-add is written as one fused multiply-add: left to the compiler, `a * b + c * d`
+    may be fused either way round (or not at all) depending on the code around it, and two kernels
+    would then differ in the last bit.
+    """
+    return cuda.fma(edge, ((south + west) + east) + north, corner * (((north_west + north_east) + south_west) + south_east))
+
+
+# ---------------------------------------------------------------------------------------------
+# The book's kernels: one thread per point
+
+
 @cuda.jit
-def jacobi_global_kernel(a, a_new, edge, corner):
+def jacobi_global_book_kernel(a, a_new, edge, corner):
     i, j = cuda.grid(2)  # i walks x (contiguous), j walks y
     ny, nx = a.shape
     if 0 < i < nx - 1 and 0 < j < ny - 1:
-        a_new[j, i] = (edge * (((a[j + 1, i] + a[j, i - 1]) + a[j, i + 1]) + a[j - 1, i])
-                       + corner * (((a[j - 1, i - 1] + a[j - 1, i + 1]) + a[j + 1, i - 1]) + a[j + 1, i + 1]))
+        a_new[j, i] = jacobi_update(a[j - 1, i], a[j, i - 1], a[j, i + 1], a[j + 1, i],
+                                    a[j - 1, i - 1], a[j - 1, i + 1], a[j + 1, i - 1], a[j + 1, i + 1], edge, corner)
 
 
 @functools.cache
-def jacobi_shared_kernel(block_x: int, block_y: int, dtype_name: str) -> object:
-    """The shared-memory Jacobi sweep for blocks of block_x x block_y threads."""
+def jacobi_shared_book_kernel(block_x: int, block_y: int, dtype_name: str) -> object:
+    """The book's shared-memory Jacobi sweep for blocks of block_x x block_y threads."""
     BX, BY = block_x, block_y
     TX, TY = BX + 2, BY + 2              # the tile: the block's points and a one-point halo
     TILE = TX * TY
@@ -62,7 +100,7 @@ def jacobi_shared_kernel(block_x: int, block_y: int, dtype_name: str) -> object:
     DT = numba.from_dtype(np.dtype(dtype_name))
 
     @cuda.jit
-    def jacobi_shared(a, a_new, edge, corner):
+    def jacobi_shared_book(a, a_new, edge, corner):
         t = cuda.shared.array((TY, TX), DT)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
@@ -71,9 +109,9 @@ def jacobi_shared_kernel(block_x: int, block_y: int, dtype_name: str) -> object:
         y0 = cuda.blockIdx.y * BY - 1
         # more tile points than threads: the block walks the tile in row-major steps of THREADS,
         # so consecutive threads read consecutive x (coalesced)
-        for flat in range(ty * BX + tx, TILE, THREADS):
-            r = flat // TX
-            c = flat - r * TX
+        for flat_index in range(ty * BX + tx, TILE, THREADS):
+            r = flat_index // TX
+            c = flat_index - r * TX
             gi = x0 + c
             gj = y0 + r
             if 0 <= gi < nx and 0 <= gj < ny:
@@ -83,37 +121,304 @@ def jacobi_shared_kernel(block_x: int, block_y: int, dtype_name: str) -> object:
         j = y0 + 1 + ty
         if 0 < i < nx - 1 and 0 < j < ny - 1:
             r, c = ty + 1, tx + 1
-            a_new[j, i] = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
-                           + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
+            a_new[j, i] = jacobi_update(t[r - 1, c], t[r, c - 1], t[r, c + 1], t[r + 1, c],
+                                        t[r - 1, c - 1], t[r - 1, c + 1], t[r + 1, c - 1], t[r + 1, c + 1], edge, corner)
 
-    return jacobi_shared
+    return jacobi_shared_book
 
+
+# ---------------------------------------------------------------------------------------------
+# The tuned kernels: a column of `rows` points per thread, in registers
+#
+# Thread (x, y) of block (bx, by) computes column i = bx * blockDim.x + x (warps stay aligned with
+# 128-byte rows), rows j0 ... j0 + rows - 1 with j0 = 1 + (by * blockDim.y + y) * rows: the interior
+# rows, so a thread never starts on the boundary. Its window is rows j0 - 1 ... j0 + rows. Only the
+# last row of threads of the mesh has fewer rows to write; it takes the second, checked path.
+
+
+#: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
+WARP_COLUMNS = 30
+
+
+@functools.cache
+def jacobi_global_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> object:
+    """The tuned global-memory sweep: `rows` points per thread down a column, its window in registers.
+
+    With `shuffles`, each thread loads one column only and takes the columns left and right of it
+    from the lanes beside it (warp shuffles): a warp's 32 lanes hold 32 neighbouring columns and
+    write the 30 inner ones (the two outer lanes load the halo; neighbouring warps overlap by two
+    columns). One load a row, no branch that depends on the lane. Without, each thread loads all
+    three columns (three loads a row). Shuffles need blocks a whole number of warps wide.
+    """
+    if not shuffles:
+        return _jacobi_global_loads_kernel(rows, dtype_name)
+    R = rows
+    W = R + 2                            # rows of the window
+    DT = numba.from_dtype(np.dtype(dtype_name))
+    WC = WARP_COLUMNS
+
+    @cuda.jit
+    def jacobi_global_rows(a, a_new, nx, ny, edge, corner):  # a, a_new: flat views of (ny, nx) meshes
+        lane = cuda.laneid
+        warp = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+        first = np.int64(warp) * WC - 1  # the column of lane 0: the halo left of the warp's 30 columns
+        i = first + lane
+        j0 = u32(1 + (cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * R)
+        if j0 + 1 >= ny:                 # the same j0 for the whole warp: every lane leaves, or none
+            return
+        row = nonneg(nx)
+        if first >= 0 and first + 32 <= nx and j0 + R < ny:  # all 32 columns inside the mesh, all rows interior
+            centre = cuda.local.array(W, DT)   # registers: every index is a constant once the loops unroll
+            top = nonneg(u32((j0 - 1) * nx + i))
+            o = top
+            for k in range(W):           # every load first: one a row
+                centre[k] = a[o]
+                o += row
+            new = cuda.local.array(R, DT)
+            west_above = cuda.shfl_up_sync(FULL_MASK, centre[0], 1)
+            east_above = cuda.shfl_down_sync(FULL_MASK, centre[0], 1)
+            west_here = cuda.shfl_up_sync(FULL_MASK, centre[1], 1)
+            east_here = cuda.shfl_down_sync(FULL_MASK, centre[1], 1)
+            for k in range(R):           # a sliding window: each shuffled value serves three rows
+                west_below = cuda.shfl_up_sync(FULL_MASK, centre[k + 2], 1)
+                east_below = cuda.shfl_down_sync(FULL_MASK, centre[k + 2], 1)
+                new[k] = jacobi_update(centre[k], west_here, east_here, centre[k + 2],
+                                       west_above, east_above, west_below, east_below, edge, corner)
+                west_above, east_above, west_here, east_here = west_here, east_here, west_below, east_below
+            if 0 < lane and lane < 31 and i + 1 < nx:  # after every shuffle: the lanes may part here
+                o = top + row
+                for k in range(R):
+                    a_new[o] = new[k]
+                    o += row
+        elif 0 < lane and lane < 31 and 1 <= i and i + 1 < nx:  # near an edge of the mesh: each point on its own
+            o = nonneg(u32(j0 * nx + i))
+            for k in range(R):
+                if j0 + k + 1 < ny:
+                    a_new[o] = jacobi_update(a[o - row], a[o - ONE], a[o + ONE], a[o + row],
+                                             a[o - row - ONE], a[o - row + ONE], a[o + row - ONE], a[o + row + ONE], edge, corner)
+                o += row
+
+    return jacobi_global_rows
+
+
+@functools.cache
+def _jacobi_global_loads_kernel(rows: int, dtype_name: str) -> object:
+    """The tuned global-memory sweep with its x-neighbours loaded too: the three columns of the window in registers."""
+    R = rows
+    W = R + 2                            # rows of the window
+    DT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def jacobi_global_rows(a, a_new, nx, ny, edge, corner):  # a, a_new: flat views of (ny, nx) meshes
+        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        j0 = u32(1 + (cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * R)
+        if i < 1 or i + 1 >= nx or j0 + 1 >= ny:
+            return
+        west = cuda.local.array(W, DT)   # registers: every index below is a constant once the loops unroll
+        centre = cuda.local.array(W, DT)
+        east = cuda.local.array(W, DT)
+        row = nonneg(nx)
+        top = nonneg(u32((j0 - 1) * nx + i))   # (j0 - 1, i): the window's first row
+        if j0 + R < ny:                  # all rows to write are interior: no test inside the loops
+            o = top
+            for k in range(W):           # every load first: 3 W of them in flight
+                west[k] = a[o - ONE]
+                centre[k] = a[o]
+                east[k] = a[o + ONE]
+                o += row
+            o = top + row
+            for k in range(R):
+                a_new[o] = jacobi_update(centre[k], west[k + 1], east[k + 1], centre[k + 2],
+                                         west[k], east[k], west[k + 2], east[k + 2], edge, corner)
+                o += row
+        else:                            # the mesh's last rows: write those above row ny - 1
+            count = ny - 1 - j0
+            o = top
+            for k in range(W):
+                if k < count + 2:
+                    west[k] = a[o - ONE]
+                    centre[k] = a[o]
+                    east[k] = a[o + ONE]
+                o += row
+            o = top + row
+            for k in range(R):
+                if k < count:
+                    a_new[o] = jacobi_update(centre[k], west[k + 1], east[k + 1], centre[k + 2],
+                                             west[k], east[k], west[k + 2], east[k + 2], edge, corner)
+                o += row
+
+    return jacobi_global_rows
+
+
+@functools.cache
+def jacobi_shared_rows_kernel(block_x: int, block_y: int, rows: int, dtype_name: str) -> object:
+    """The tuned shared-memory sweep: each thread loads its column into registers and into the tile, one barrier,
+    then reads its x-neighbours from the tile and its y-neighbours from its registers."""
+    BX, BY, R = block_x, block_y, rows
+    W = R + 2
+    TY, TX = BY * R + 2, BX + 2          # the block's points and a one-point halo
+    DT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def jacobi_shared_rows(a, a_new, nx, ny, edge, corner):
+        tile = cuda.shared.array((TY, TX), DT)
+        centre = cuda.local.array(W, DT)
+        side = cuda.local.array(W, DT)   # the halo column of an edge thread of the block
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        i = u32(cuda.blockIdx.x * BX + tx)
+        j0 = u32(1 + (cuda.blockIdx.y * BY + ty) * R)
+        count = min(W, np.int64(ny) + 1 - np.int64(j0))  # rows of the window inside the mesh (<= 0: none)
+        row = nonneg(nx)
+        top = nonneg(u32((j0 - 1) * nx + i))
+        t0 = ty * R                      # the tile row of the window's first row
+        if i < nx and count == W:        # every load first; no test in the common case
+            o = top
+            for k in range(W):
+                centre[k] = a[o]
+                o += row
+        elif i < nx:
+            o = top
+            for k in range(W):
+                if k < count:
+                    centre[k] = a[o]
+                o += row
+        halo = tx == 0 and i >= 1        # the column left of the block
+        if tx == BX - 1 and i + 1 < nx:  # ... or right of it
+            halo = True
+        if halo:
+            o = top - ONE if tx == 0 else top + ONE
+            for k in range(W):
+                if k < count:
+                    side[k] = a[o]
+                o += row
+        if i < nx:                       # the thread's own rows, and the halo rows at the tile's top and bottom
+            for k in range(W):
+                if k < count and (0 < k < W - 1 or (k == 0 and ty == 0) or (k == W - 1 and ty == BY - 1)):
+                    tile[nonneg(t0 + k), nonneg(tx + 1)] = centre[k]
+                    if halo:
+                        tile[nonneg(t0 + k), nonneg(0 if tx == 0 else BX + 1)] = side[k]
+        cuda.syncthreads()
+        if i < 1 or i + 1 >= nx or count < 3:
+            return
+        o = top + row
+        for k in range(R):
+            if k < count - 2:
+                r = nonneg(t0 + k)           # the tile row above the point
+                c = nonneg(tx)               # the tile column left of it
+                a_new[o] = jacobi_update(centre[k], tile[r + ONE, c], tile[r + ONE, c + ONE + ONE], centre[k + 2],
+                                         tile[r, c], tile[r, c + ONE + ONE], tile[r + ONE + ONE, c], tile[r + ONE + ONE, c + ONE + ONE],
+                                         edge, corner)
+            o += row
+
+    return jacobi_shared_rows
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA C through CuPy: textures and the read-only path, the book's kernels and the tuned ones.
+# ROWS is set at compile time (one module per value).
 
 JACOBI_CUDA_C = r"""
-extern "C" __global__ void jacobi_texture(cudaTextureObject_t a, float* a_new, int nx, int ny, float edge, float corner)
+__device__ __forceinline__ float jacobi_update(float north, float west, float east, float south,
+                                               float north_west, float north_east, float south_west, float south_east,
+                                               float edge, float corner)
+{
+    return fmaf(edge, ((south + west) + east) + north, corner * (((north_west + north_east) + south_west) + south_east));
+}
+
+// The book's kernels: one thread per point.
+extern "C" __global__ void jacobi_texture_book(cudaTextureObject_t a, float* a_new, int nx, int ny, float edge, float corner)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int j = blockIdx.y * blockDim.y + threadIdx.y;
     if (i > 0 && i < nx - 1 && j > 0 && j < ny - 1) {
         // unnormalised coordinates: the centre of texel (i, j) is at (i + 0.5, j + 0.5)
         float x = i + 0.5f, y = j + 0.5f;
-        a_new[j * nx + i] = edge * (((tex2D<float>(a, x, y + 1) + tex2D<float>(a, x - 1, y)) + tex2D<float>(a, x + 1, y))
-                                    + tex2D<float>(a, x, y - 1))
-                          + corner * (((tex2D<float>(a, x - 1, y - 1) + tex2D<float>(a, x + 1, y - 1))
-                                       + tex2D<float>(a, x - 1, y + 1)) + tex2D<float>(a, x + 1, y + 1));
+        a_new[j * nx + i] = jacobi_update(tex2D<float>(a, x, y - 1), tex2D<float>(a, x - 1, y), tex2D<float>(a, x + 1, y),
+                                          tex2D<float>(a, x, y + 1), tex2D<float>(a, x - 1, y - 1), tex2D<float>(a, x + 1, y - 1),
+                                          tex2D<float>(a, x - 1, y + 1), tex2D<float>(a, x + 1, y + 1), edge, corner);
     }
 }
 
-extern "C" __global__ void jacobi_readonly(const float* __restrict__ a, float* __restrict__ a_new, int nx, int ny,
-                                           float edge, float corner)
+extern "C" __global__ void jacobi_readonly_book(const float* __restrict__ a, float* __restrict__ a_new, int nx, int ny,
+                                                float edge, float corner)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int j = blockIdx.y * blockDim.y + threadIdx.y;
     if (i > 0 && i < nx - 1 && j > 0 && j < ny - 1) {
         const float* p = a + j * nx + i;
-        a_new[j * nx + i] = edge * (((__ldg(p + nx) + __ldg(p - 1)) + __ldg(p + 1)) + __ldg(p - nx))
-                          + corner * (((__ldg(p - nx - 1) + __ldg(p - nx + 1)) + __ldg(p + nx - 1)) + __ldg(p + nx + 1));
+        a_new[j * nx + i] = jacobi_update(__ldg(p - nx), __ldg(p - 1), __ldg(p + 1), __ldg(p + nx),
+                                          __ldg(p - nx - 1), __ldg(p - nx + 1), __ldg(p + nx - 1), __ldg(p + nx + 1), edge, corner);
     }
+}
+
+// The tuned kernels: ROWS points per thread down a column, the window in registers.
+// Thread (x, y) computes column i, rows j0 ... j0 + ROWS - 1, j0 = 1 + (blockIdx.y * blockDim.y + y) * ROWS.
+extern "C" __global__ void jacobi_readonly_rows(const float* __restrict__ a, float* __restrict__ a_new, int nx, int ny,
+                                                float edge, float corner)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j0 = 1 + (blockIdx.y * blockDim.y + threadIdx.y) * ROWS;
+    if (i < 1 || i >= nx - 1 || j0 >= ny - 1) return;
+    const int count = min(ROWS, ny - 1 - j0);          // rows to write
+    const float* p = a + ((j0 - 1) * nx + i);          // (j0 - 1, i): the window's first row
+    float* q = a_new + (j0 * nx + i);
+    float west[ROWS + 2], centre[ROWS + 2], east[ROWS + 2];
+    if (count == ROWS) {
+#pragma unroll
+        for (int k = 0; k < ROWS + 2; ++k) {
+            west[k] = __ldg(p + k * nx - 1); centre[k] = __ldg(p + k * nx); east[k] = __ldg(p + k * nx + 1);
+        }
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k)
+            q[k * nx] = jacobi_update(centre[k], west[k + 1], east[k + 1], centre[k + 2],
+                                      west[k], east[k], west[k + 2], east[k + 2], edge, corner);
+    } else {
+#pragma unroll
+        for (int k = 0; k < ROWS + 2; ++k)
+            if (k < count + 2) {
+                west[k] = __ldg(p + k * nx - 1); centre[k] = __ldg(p + k * nx); east[k] = __ldg(p + k * nx + 1);
+            }
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k)
+            if (k < count)
+                q[k * nx] = jacobi_update(centre[k], west[k + 1], east[k + 1], centre[k + 2],
+                                          west[k], east[k], west[k + 2], east[k + 2], edge, corner);
+    }
+}
+
+// Textures: one fetch per point, the x-neighbours from the lanes beside by warp shuffles (blockDim.x == 32);
+// lane 0 and lane 31 fetch the one they lack. Coordinates past the mesh are clamped by the texture, so every
+// lane runs every fetch and every shuffle; only the stores test the mesh.
+extern "C" __global__ void jacobi_texture_rows(cudaTextureObject_t a, float* a_new, int nx, int ny, float edge, float corner)
+{
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x;
+    const int i = blockIdx.x * 32 + lane;
+    const int j0 = 1 + (blockIdx.y * blockDim.y + threadIdx.y) * ROWS;
+    if (j0 >= ny - 1) return;                          // the same j0 for the whole warp
+    const bool writes = i >= 1 && i < nx - 1;
+    const int count = min(ROWS, ny - 1 - j0);
+    const float x = i + 0.5f, y = j0 - 0.5f;           // the centre of texel (i, j0 - 1)
+    float west[ROWS + 2], centre[ROWS + 2], east[ROWS + 2];
+#pragma unroll
+    for (int k = 0; k < ROWS + 2; ++k) {
+        centre[k] = tex2D<float>(a, x, y + k);
+        west[k] = lane == 0 ? tex2D<float>(a, x - 1, y + k) : 0.0f;
+        east[k] = lane == 31 ? tex2D<float>(a, x + 1, y + k) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < ROWS + 2; ++k) {
+        const float w = __shfl_up_sync(full, centre[k], 1), e = __shfl_down_sync(full, centre[k], 1);
+        if (lane != 0) west[k] = w;
+        if (lane != 31) east[k] = e;
+    }
+    float* q = a_new + (j0 * nx + i);
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k)
+        if (writes && k < count)
+            q[k * nx] = jacobi_update(centre[k], west[k + 1], east[k + 1], centre[k + 2],
+                                      west[k], east[k], west[k + 2], east[k + 2], edge, corner);
 }
 """
 
@@ -128,28 +433,95 @@ def _check(a, a_new) -> np.dtype:
     return dtype
 
 
+def tuned_options(method: str, block: tuple[int, int] | None, rows: int | None) -> tuple[tuple[int, int], int]:
+    """(block, rows) of a tuned sweep: those given, else TUNED[method]'s."""
+    default_block, default_rows = TUNED[method]
+    return tuple(default_block if block is None else block), default_rows if rows is None else rows
+
+
+def check_rows(rows: int) -> int:
+    """Points per thread of the tuned kernels: a positive integer (they are unrolled: at most 64)."""
+    if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
+        raise LaunchConfigError(f"rows (points per thread down a column) must be an integer from 1 to 64; got {rows!r}")
+    return int(rows)
+
+
+def rows_grid(shape: tuple[int, int], block: tuple[int, int], rows: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(blocks, threads) of a tuned sweep: x across the columns, y across the interior rows, `rows` rows a thread."""
+    bx, by = check_threads_per_block(block)
+    ny, nx = shape
+    return check_blocks((blocks_to_cover(nx, bx), blocks_to_cover(ny - 2, by * rows))), (bx, by)
+
+
 @planned
-def jacobi_global(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
-    """One Jacobi sweep a -> a_new (interior only), neighbours read from global memory."""
+def jacobi_global_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
+    """One Jacobi sweep a -> a_new (interior only), the book's way: a thread per point, neighbours from global memory."""
     dtype = _check(a, a_new)
     blocks, threads = launch_2d(a.shape, block)
-    return bind(jacobi_global_kernel, blocks, threads, a, a_new, *weights(dtype))
+    return bind(jacobi_global_book_kernel, blocks, threads, a, a_new, *weights(dtype))
 
 
 @planned
-def jacobi_shared(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
-    """One Jacobi sweep a -> a_new (interior only), through a shared-memory tile with a one-point halo."""
+def jacobi_shared_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
+    """One Jacobi sweep a -> a_new (interior only), the book's way: a shared-memory tile with a one-point halo."""
     dtype = _check(a, a_new)
     bx, by = check_threads_per_block(block)
     check_shared_memory((bx + 2) * (by + 2) * dtype.itemsize)
     blocks, threads = launch_2d(a.shape, block)
-    return bind(jacobi_shared_kernel(bx, by, dtype.name), blocks, threads, a, a_new, *weights(dtype))
+    return bind(jacobi_shared_book_kernel(bx, by, dtype.name), blocks, threads, a, a_new, *weights(dtype))
+
+
+def check_warp_rows(block: tuple[int, int]) -> None:
+    """Kernels that take x-neighbours from the lanes beside need blocks whose rows are whole warps."""
+    if tuple(block)[0] % 32:
+        raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
+                                f"got {tuple(block)}, or pass shuffles=False")
+
+
+@planned
+def jacobi_global(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None, shuffles: bool | None = None):
+    """One Jacobi sweep a -> a_new (interior only) from global memory, `rows` points per thread (C-contiguous meshes).
+
+    `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
+    Unset options take TUNED["global"] and TUNED_SHUFFLES.
+    """
+    block, rows = tuned_options("global", block, rows)
+    shuffles = TUNED_SHUFFLES if shuffles is None else shuffles
+    dtype = _check(a, a_new)
+    check_32bit(a.shape)
+    rows = check_rows(rows)
+    blocks, threads = rows_grid(a.shape, block, rows)
+    ny, nx = a.shape
+    if shuffles:
+        check_warp_rows(threads)
+        blocks = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * threads[0] // 32), blocks[1]))
+    return bind(jacobi_global_rows_kernel(rows, dtype.name, bool(shuffles)), blocks, threads, flat(a), flat(a_new), np.uint32(nx),
+                np.uint32(ny), *weights(dtype))
+
+
+@planned
+def jacobi_shared(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
+    """One Jacobi sweep a -> a_new (interior only) through a shared tile, `rows` points per thread (C-contiguous meshes)."""
+    block, rows = tuned_options("shared", block, rows)
+    dtype = _check(a, a_new)
+    check_32bit(a.shape)
+    rows = check_rows(rows)
+    blocks, (bx, by) = rows_grid(a.shape, block, rows)
+    check_shared_memory((bx + 2) * (by * rows + 2) * dtype.itemsize)
+    ny, nx = a.shape
+    return bind(jacobi_shared_rows_kernel(bx, by, rows, dtype.name), blocks, (bx, by), flat(a), flat(a_new), np.uint32(nx),
+                np.uint32(ny), *weights(dtype))
+
+
+def cuda_c_module(rows: int | None = None):
+    """The CUDA C Jacobi kernels compiled by CuPy, the tuned ones for `rows` points per thread (default: the read-only one's)."""
+    return _cuda_c_module(int(rows or TUNED["readonly"][1]))
 
 
 @functools.cache
-def _cuda_c_module():
+def _cuda_c_module(rows: int):
     cupy = require_cupy("The texture and read-only Jacobi kernels (CUDA C through CuPy)")
-    return cupy.RawModule(code=JACOBI_CUDA_C)
+    return cupy.RawModule(code=JACOBI_CUDA_C, options=(f"-DROWS={rows}",))
 
 
 def texture_pitch_alignment() -> int:
@@ -159,7 +531,7 @@ def texture_pitch_alignment() -> int:
 
 
 class TextureReader:
-    """A texture object over a float32 CuPy 2D array (point sampling, clamped), for `jacobi_texture`."""
+    """A texture object over a float32 CuPy 2D array (point sampling, clamped), for the texture sweeps."""
 
     def __init__(self, array) -> None:
         cupy = require_cupy("Texture objects")
@@ -184,29 +556,67 @@ class TextureReader:
         self.texture = texture.TextureObject(resource, description)
 
 
-@planned
-def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] = BOOK_BLOCK):
-    """One Jacobi sweep reading a through a texture object (float32, GPU only)."""
-    module = _cuda_c_module()
-    cupy = require_cupy("The texture Jacobi kernel")
+def _texture_target(reader: TextureReader, a_new):
+    cupy = require_cupy("The texture Jacobi kernels")
     check_device_array(a_new, "a_new", dtype=np.float32, ndim=2, shape=tuple(reader.array.shape))
-    target = a_new if isinstance(a_new, cupy.ndarray) else cupy.asarray(a_new)
+    if min(reader.array.shape) < 3:
+        raise LaunchConfigError(f"the mesh needs at least 3 x 3 points; got {tuple(reader.array.shape)}")
+    return a_new if isinstance(a_new, cupy.ndarray) else cupy.asarray(a_new)
+
+
+@planned
+def jacobi_texture_book(reader: TextureReader, a_new, block: tuple[int, int] = BOOK_BLOCK):
+    """One Jacobi sweep reading a through a texture object, a thread per point (float32, GPU only)."""
+    module = cuda_c_module()
+    target = _texture_target(reader, a_new)
     ny, nx = reader.array.shape
     args = (reader.texture, target, np.int32(nx), np.int32(ny), *weights(np.float32))
-    return CuPyLaunch(module.get_function("jacobi_texture"), launch_2d((ny, nx), block)[0], block, args)
+    return CuPyLaunch(module.get_function("jacobi_texture_book"), launch_2d((ny, nx), block)[0], block, args)
 
 
 @planned
-def jacobi_readonly(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
-    """One Jacobi sweep reading a through the read-only data cache (__ldg; float32 CuPy arrays, GPU only)."""
-    module = _cuda_c_module()
-    cupy = require_cupy("The read-only Jacobi kernel")
+def jacobi_texture(reader: TextureReader, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
+    """One Jacobi sweep reading a through a texture object, `rows` points per thread, x-neighbours by warp shuffles (GPU only)."""
+    block, rows = tuned_options("texture", block, rows)
+    target = _texture_target(reader, a_new)
+    rows = check_rows(rows)
+    if tuple(block)[0] != 32:
+        raise LaunchConfigError(f"the tuned texture sweep takes its x-neighbours from the lanes of a warp: use blocks of 32 "
+                                f"threads along x; got {tuple(block)}")
+    ny, nx = reader.array.shape
+    check_32bit((ny, nx))
+    blocks, threads = rows_grid((ny, nx), block, rows)
+    args = (reader.texture, target, np.int32(nx), np.int32(ny), *weights(np.float32))
+    return CuPyLaunch(cuda_c_module(rows).get_function("jacobi_texture_rows"), blocks, threads, args)
+
+
+def _readonly_views(a, a_new) -> tuple:
+    cupy = require_cupy("The read-only Jacobi kernels")
     _check(a, a_new)
     check_device_array(a, "a", dtype=np.float32)
+    return tuple(x if isinstance(x, cupy.ndarray) else cupy.asarray(x) for x in (a, a_new))
+
+
+@planned
+def jacobi_readonly_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
+    """One Jacobi sweep reading a through the read-only data cache (__ldg), a thread per point (float32, GPU only)."""
+    views = _readonly_views(a, a_new)
     ny, nx = a.shape
-    views = [x if isinstance(x, cupy.ndarray) else cupy.asarray(x) for x in (a, a_new)]
     args = (*views, np.int32(nx), np.int32(ny), *weights(np.float32))
-    return CuPyLaunch(module.get_function("jacobi_readonly"), launch_2d(a.shape, block)[0], block, args)
+    return CuPyLaunch(cuda_c_module().get_function("jacobi_readonly_book"), launch_2d(a.shape, block)[0], block, args)
+
+
+@planned
+def jacobi_readonly(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
+    """One Jacobi sweep reading a through the read-only data cache (__ldg), `rows` points per thread (float32, GPU only)."""
+    block, rows = tuned_options("readonly", block, rows)
+    views = _readonly_views(a, a_new)
+    rows = check_rows(rows)
+    check_32bit(a.shape)
+    blocks, threads = rows_grid(tuple(a.shape), block, rows)
+    ny, nx = a.shape
+    args = (*views, np.int32(nx), np.int32(ny), *weights(np.float32))
+    return CuPyLaunch(cuda_c_module(rows).get_function("jacobi_readonly_rows"), blocks, threads, args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,29 +719,51 @@ def bytes_per_sweep(shape: tuple[int, int], itemsize: int) -> int:
     return 2 * shape[0] * shape[1] * itemsize
 
 
+#: The tuned sweeps, by method name; the book's are the same names with "_book".
 METHODS = ("global", "shared", "texture", "readonly")
+BOOK_METHODS = tuple(f"{m}_book" for m in METHODS)
 
 
-def sweeper(a, a_new, method: str, block: tuple[int, int] = BOOK_BLOCK) -> Callable[[int], None]:
-    """A function of (source index) that runs one sweep from buffer `source` (0: a, 1: a_new) into the other."""
-    if method == "global":
-        plans = (jacobi_global.plan(a, a_new, block), jacobi_global.plan(a_new, a, block))
-    elif method == "shared":
-        plans = (jacobi_shared.plan(a, a_new, block), jacobi_shared.plan(a_new, a, block))
-    elif method == "texture":
-        readers = (TextureReader(a), TextureReader(a_new))  # one texture object per buffer, made once
-        plans = (jacobi_texture.plan(readers[0], readers[1].array, block), jacobi_texture.plan(readers[1], readers[0].array, block))
-    elif method == "readonly":
-        cupy = require_cupy("The read-only Jacobi kernel")
-        views = (cupy.asarray(a), cupy.asarray(a_new))  # CuPy views made once, not at every sweep
-        plans = (jacobi_readonly.plan(views[0], views[1], block), jacobi_readonly.plan(views[1], views[0], block))
-    else:
-        raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
+def sweep_call(a, a_new, method: str, block: tuple[int, int] | None = None, rows: int | None = None) -> tuple:
+    """(launcher, arguments) of one sweep a -> a_new by `method` (tuned: METHODS; the book's: BOOK_METHODS).
+
+    `launcher(*arguments)` is the public call; `launcher.plan(*arguments)` its plan. The texture
+    methods read `a` through a texture object made here, the read-only ones through CuPy views.
+    """
+    if method not in METHODS + BOOK_METHODS:
+        raise ValueError(f"unknown method {method!r}; use one of {METHODS + BOOK_METHODS}")
+    book = method.endswith("_book")
+    kind = method.removesuffix("_book")
+    options = (block or BOOK_BLOCK,) if book else tuned_options(kind, block, rows)
+    launcher = {"global": (jacobi_global_book, jacobi_global), "shared": (jacobi_shared_book, jacobi_shared),
+                "texture": (jacobi_texture_book, jacobi_texture), "readonly": (jacobi_readonly_book, jacobi_readonly)}[kind][not book]
+    if kind == "texture":
+        cupy = require_cupy("The texture Jacobi kernels")
+        return launcher, (TextureReader(a), cupy.asarray(a_new), *options)
+    if kind == "readonly":
+        cupy = require_cupy("The read-only Jacobi kernels")
+        a, a_new = cupy.asarray(a), cupy.asarray(a_new)  # CuPy views, made once
+    return launcher, (a, a_new, *options)
+
+
+def sweep_plans(a, a_new, method: str, block: tuple[int, int] | None = None, rows: int | None = None) -> tuple:
+    """Two plans, a -> a_new and a_new -> a, of one sweep by `method` (tuned: METHODS; the book's: BOOK_METHODS)."""
+    launcher, forward = sweep_call(a, a_new, method, block, rows)
+    _, backward = sweep_call(a_new, a, method, block, rows)
+    return launcher.plan(*forward), launcher.plan(*backward)
+
+
+def sweeper(a, a_new, method: str, block: tuple[int, int] | None = None, rows: int | None = None) -> Callable[[int], None]:
+    """A function of (source index) that runs one sweep from buffer `source` (0: a, 1: a_new) into the other.
+
+    `block` and `rows` default to each method's own (the book's 32 x 16 threads; the tuned ones' TUNED).
+    """
+    plans = sweep_plans(a, a_new, method, block, rows)
     return lambda source: plans[source]()
 
 
 def jacobi_iterations(initial, iterations: int, method: str = "global", every: int = 10,
-                      block: tuple[int, int] = BOOK_BLOCK, graph: bool = True) -> tuple[object, list[tuple[int, float]]]:
+                      block: tuple[int, int] | None = None, graph: bool = True) -> tuple[object, list[tuple[int, float]]]:
     """Run `iterations` sweeps from `initial`; return the final mesh and (iteration, max residual) every `every`.
 
     A host array gives the final mesh on the host; a device array gives it on the device (the
@@ -377,7 +809,7 @@ def jacobi_iterations(initial, iterations: int, method: str = "global", every: i
 
 
 def iteration_times(initial: np.ndarray, iterations: int, method: str = "global", every: int = 10,
-                    block: tuple[int, int] = BOOK_BLOCK, repeat: int = 3):
+                    block: tuple[int, int] | None = None, repeat: int = 3):
     """Time `jacobi_iterations` end to end with and without a graph, and the GPU time of the same sweeps and checks (gated), in ms."""
     from ..arrays import device_empty, to_device
     from ..timing import benchmark, wall_time_ms

@@ -9,6 +9,13 @@ number j for j <= ny / 2 and j - ny above (the FFT's order).
   (second derivative), and by the 1/n that the unnormalized inverse transform leaves out.
 * `poisson_spectrum`: divide by -(kx^2 + ky^2) (and by nx ny), the zero mode set to zero: the
   periodic Poisson solve of §7.4 in one pass over the spectrum.
+
+  Both give each thread a column and `rows` rows of the spectrum: it loads them all before it
+  computes, so that `rows` loads are in flight per thread (the spectrum is often updated in
+  place, so a loop that loads, computes and stores one value at a time cannot start the next load
+  before the store: one load in flight). Positions are 32-bit (`gpucourse.kernels.indexing`).
+  `derivative_spectrum_simple` and `poisson_spectrum_simple` are the first versions, one value at
+  a time down a grid-stride loop, kept to show the difference (notebooks 7.2 and 7.4).
 * `multiply_spectra`: b = a b scale, the pointwise product of a convolution (§7.3).
 * the book's complex-to-complex Poisson path (appendix D.6): `book_real_to_complex`,
   `book_poisson_divide` (wave numbers read from arrays) and `book_complex_to_real`.
@@ -26,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numba
 import numpy as np
 from numba import cuda
 
@@ -33,10 +41,17 @@ from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import STREAMS, LibraryLaunch, bind, planned, unowned
 from ..validate import check_blocks, check_device_array, check_threads_per_block
+from .indexing import check_32bit, flat, u32
 from .stencil import nonneg
 
 #: Threads per block of the spectrum kernels: 32 along the contiguous axis, 8 rows.
 BLOCK = (32, 8)
+#: Threads per block of the tuned kernels (64 neighbouring columns: each row of a block reads 512 contiguous bytes)
+#: and the rows of the spectrum each thread takes.
+TUNED_BLOCK = (256, 1)
+ROWS = 16
+#: The same for the derivative kernel, whose spectra are often narrow (n // 2 + 1 columns of a small cube).
+DERIVATIVE_TUNED = ((64, 4), 16)
 #: Most blocks along y; more rows are covered by a grid-stride loop (the grid's y limit is 65535).
 MAX_BLOCKS_Y = 4096
 
@@ -54,12 +69,12 @@ def _types(dtype_name: str) -> tuple:
 
 
 @functools.cache
-def derivative_spectrum_kernel(dtype_name: str):
-    """out[r, i] = (i k_i)^order spectrum[r, i] / n for a half spectrum of `dtype_name` (complex64 or complex128)."""
+def derivative_spectrum_simple_kernel(dtype_name: str):
+    """The first version: out[r, i] = (i k_i)^order spectrum[r, i] / n, one value at a time down a grid-stride loop."""
     real, make = _types(dtype_name)
 
     @cuda.jit
-    def derivative_spectrum(spectrum, out, k_unit, norm, order, nyquist):
+    def derivative_spectrum_simple(spectrum, out, k_unit, norm, order, nyquist):
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         rows, m = spectrum.shape
         if i >= m:
@@ -78,16 +93,16 @@ def derivative_spectrum_kernel(dtype_name: str):
             else:
                 out[nonneg(r), nonneg(i)] = v * factor
 
-    return derivative_spectrum
+    return derivative_spectrum_simple
 
 
 @functools.cache
-def poisson_spectrum_kernel(dtype_name: str):
-    """out[j, i] = -spectrum[j, i] / (kx_i^2 + ky_j^2) * scale, zero mode 0, for a (ny, nx // 2 + 1) half spectrum."""
+def poisson_spectrum_simple_kernel(dtype_name: str):
+    """The first version: out[j, i] = -spectrum[j, i] / (kx_i^2 + ky_j^2) * scale, zero mode 0, one value at a time."""
     real, make = _types(dtype_name)
 
     @cuda.jit
-    def poisson_spectrum(spectrum, out, kx_unit, ky_unit, scale):
+    def poisson_spectrum_simple(spectrum, out, kx_unit, ky_unit, scale):
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         ny, m = spectrum.shape
         if i >= m:
@@ -102,7 +117,93 @@ def poisson_spectrum_kernel(dtype_name: str):
             else:
                 out[nonneg(j), nonneg(i)] = spectrum[nonneg(j), nonneg(i)] * (-scale / k2)
 
-    return poisson_spectrum
+    return poisson_spectrum_simple
+
+
+# The tuned kernels: spectrum and out are flat views of (rows, m) arrays; the thread at column i takes
+# rows j0 ... j0 + ROWS - 1, j0 = (blockIdx.y * blockDim.y + threadIdx.y) * ROWS. Loads first, then the
+# arithmetic of the first versions, operation for operation (the same bits).
+
+
+@functools.cache
+def derivative_spectrum_kernel(dtype_name: str, rows: int = ROWS):
+    """out[r, i] = (i k_i)^order spectrum[r, i] / n, `rows` rows per thread, every load first."""
+    real, make = _types(dtype_name)
+    P = rows
+    CT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def derivative_spectrum(spectrum, out, m, rows_total, k_unit, norm, order, nyquist):
+        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        j0 = u32((cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * P)
+        if i >= m or j0 >= rows_total:
+            return
+        k = k_unit * real(i)  # real(i): an integer times a float32 would be computed in float64
+        if order == 1:
+            factor = k * norm
+            if i == nyquist:  # the Nyquist wave number has no sign: its derivative term must vanish (book §7.2)
+                factor = real(0)
+        else:
+            factor = -(k * k) * norm
+        values = cuda.local.array(P, CT)
+        row = nonneg(m)
+        first = nonneg(u32(j0 * m + i))
+        count = min(P, np.int64(rows_total) - np.int64(j0))
+        o = first
+        for q in range(P):
+            if q < count:
+                values[q] = spectrum[o]
+            o += row
+        o = first
+        for q in range(P):
+            if q < count:
+                v = values[q]
+                if order == 1:  # (a + ib) * i f = -b f + i a f
+                    out[o] = make(complex(-v.imag * factor, v.real * factor))
+                else:
+                    out[o] = v * factor
+            o += row
+
+    return derivative_spectrum
+
+
+@functools.cache
+def poisson_spectrum_kernel(dtype_name: str, rows: int = ROWS):
+    """out[j, i] = -spectrum[j, i] / (kx_i^2 + ky_j^2) * scale, zero mode 0, `rows` rows per thread, every load first."""
+    real, make = _types(dtype_name)
+    P = rows
+    CT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def poisson_spectrum_rows(spectrum, out, m, ny, kx_unit, ky_unit, scale):
+        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        j0 = u32((cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * P)
+        if i >= m or j0 >= ny:
+            return
+        kx = kx_unit * real(i)
+        kx2 = kx * kx
+        values = cuda.local.array(P, CT)
+        row = nonneg(m)
+        first = nonneg(u32(j0 * m + i))
+        count = min(P, np.int64(ny) - np.int64(j0))
+        o = first
+        for q in range(P):
+            if q < count:
+                values[q] = spectrum[o]
+            o += row
+        o = first
+        for q in range(P):
+            if q < count:
+                j = np.int64(j0) + q
+                ky = ky_unit * real(j if 2 * j <= ny else j - ny)  # rows above ny/2 hold negative wave numbers
+                k2 = kx2 + ky * ky
+                if k2 == real(0):  # the mean: any constant solves the equation; choose zero mean
+                    out[o] = make(0)
+                else:
+                    out[o] = values[q] * (-scale / k2)
+            o += row
+
+    return poisson_spectrum_rows
 
 
 @cuda.jit
@@ -186,9 +287,19 @@ def as_rows(array):
     return array.reshape((rows, shape[-1]))
 
 
-@planned
-def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] = BLOCK):
-    """out = (i k)^order spectrum / n over the last axis of a half spectrum of n real points on a period `length` (out may be spectrum)."""
+def rows_grid(shape: tuple[int, int], block: tuple[int, int], rows: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Blocks of the tuned kernels over (rows, columns): x covers the columns, y the rows, `rows` rows per thread."""
+    tx, ty = check_threads_per_block(block)
+    total, cols = shape
+    if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
+        raise LaunchConfigError(f"rows per thread must be an integer from 1 to 64; got {rows!r}")
+    tx = max(1, min(tx, cols))  # no idle threads on a tiny array (in the simulator each one costs)
+    ty = max(1, min(ty, -(-total // rows)))
+    return check_blocks((max(1, math.ceil(cols / tx)), max(1, math.ceil(total / (ty * rows))))), (tx, ty)
+
+
+def _derivative_arguments(spectrum, out, n: int, length: float, order: int) -> tuple:
+    """(rows view of spectrum, of out, dtype, real type, nyquist column) after checking."""
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2; got {order}")
     if length <= 0:
@@ -199,16 +310,37 @@ def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order:
         raise ArrayArgumentError(f"a half spectrum of n = {n} real points has n // 2 + 1 = {n // 2 + 1} columns; got {m}")
     rows_in, rows_out = as_rows(spectrum), as_rows(out) if tuple(out.shape) == tuple(spectrum.shape) else out
     dtype = _check_spectrum(rows_in, rows_out)
-    real = REAL_FOR[dtype].type
     nyquist = n // 2 if n % 2 == 0 else -1
-    blocks, threads = _grid(rows_in.shape, block)
-    return bind(derivative_spectrum_kernel(dtype.name), blocks, threads, rows_in, rows_out, real(2 * np.pi / length),
-                real(1.0 / n), np.int32(order), np.int64(nyquist))
+    return rows_in, rows_out, dtype, REAL_FOR[dtype].type, nyquist
 
 
 @planned
-def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] = BLOCK):
-    """out = -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, on the half spectrum of an (ny, nx) mesh of size lengths = (Lx, Ly)."""
+def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] | None = None,
+                        rows: int | None = None):
+    """out = (i k)^order spectrum / n over the last axis of a half spectrum of n real points on a period `length` (out may be spectrum).
+
+    `block` and `rows` (per thread) default to DERIVATIVE_TUNED's.
+    """
+    block, rows = (DERIVATIVE_TUNED[k] if v is None else v for k, v in enumerate((block, rows)))
+    rows_in, rows_out, dtype, real, nyquist = _derivative_arguments(spectrum, out, n, length, order)
+    check_32bit(rows_in.shape, "the spectrum")
+    total, m = rows_in.shape
+    blocks, threads = rows_grid((total, m), block, rows)
+    return bind(derivative_spectrum_kernel(dtype.name, int(rows)), blocks, threads, flat(rows_in), flat(rows_out), np.uint32(m),
+                np.uint32(total), real(2 * np.pi / length), real(1.0 / n), np.int32(order), np.int64(nyquist))
+
+
+@planned
+def derivative_spectrum_simple(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] = BLOCK):
+    """The first version of `derivative_spectrum`: one value at a time down a grid-stride loop (kept for comparison)."""
+    rows_in, rows_out, dtype, real, nyquist = _derivative_arguments(spectrum, out, n, length, order)
+    blocks, threads = _grid(rows_in.shape, block)
+    return bind(derivative_spectrum_simple_kernel(dtype.name), blocks, threads, rows_in, rows_out, real(2 * np.pi / length),
+                real(1.0 / n), np.int32(order), np.int64(nyquist))
+
+
+def _poisson_arguments(spectrum, out, nx: int, lengths: tuple[float, float]) -> tuple:
+    """(dtype, real type, kx unit, ky unit, scale) after checking."""
     dtype = _check_spectrum(spectrum, out)
     ny, m = spectrum.shape
     if nx // 2 + 1 != m:
@@ -217,9 +349,32 @@ def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0
     if length_x <= 0 or length_y <= 0:
         raise ValueError(f"the lengths must be positive; got {lengths}")
     real = REAL_FOR[dtype].type
+    return dtype, real(2 * np.pi / length_x), real(2 * np.pi / length_y), real(1.0 / (nx * ny))
+
+
+@planned
+def poisson_spectrum(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] | None = None,
+                     rows: int | None = None):
+    """out = -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, on the half spectrum of an (ny, nx) mesh of size lengths = (Lx, Ly).
+
+    `block` and `rows` (per thread) default to TUNED_BLOCK and ROWS.
+    """
+    block, rows = TUNED_BLOCK if block is None else block, ROWS if rows is None else rows
+    dtype, kx_unit, ky_unit, scale = _poisson_arguments(spectrum, out, nx, lengths)
+    check_32bit(spectrum.shape, "the spectrum")
+    ny, m = spectrum.shape
+    blocks, threads = rows_grid((ny, m), block, rows)
+    return bind(poisson_spectrum_kernel(dtype.name, int(rows)), blocks, threads, flat(spectrum), flat(out), np.uint32(m), np.uint32(ny),
+                kx_unit, ky_unit, scale)
+
+
+@planned
+def poisson_spectrum_simple(spectrum, out, nx: int, lengths: tuple[float, float] = (1.0, 1.0), block: tuple[int, int] = BLOCK):
+    """The first version of `poisson_spectrum`: one value at a time down a grid-stride loop (kept for comparison)."""
+    dtype, kx_unit, ky_unit, scale = _poisson_arguments(spectrum, out, nx, lengths)
+    ny, m = spectrum.shape
     blocks, threads = _grid((ny, m), block)
-    return bind(poisson_spectrum_kernel(dtype.name), blocks, threads, spectrum, out, real(2 * np.pi / length_x),
-                real(2 * np.pi / length_y), real(1.0 / (nx * ny)))
+    return bind(poisson_spectrum_simple_kernel(dtype.name), blocks, threads, spectrum, out, kx_unit, ky_unit, scale)
 
 
 @planned

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import book
+from .. import book, stencil2d
 from .. import finite_difference as fd
 from ..arrays import device_empty, poisoned, random_array, to_device, to_host
 from ..errors import CourseError, GPUOnlyFeature
@@ -200,7 +200,6 @@ def laplace_rows(ctx: Context) -> list[Section]:
     section = Section("The Laplace equation, Jacobi sweeps (§6.2)")
     book_shape = tuple(int(v) for v in book.figure("ch6_laplace_mesh").value.split(" x "))
     shape = book_shape if not ctx.simulated else problem_size("ch6_laplace")
-    block = problem_size("ch6_laplace_block")
     initial = fd.laplace_initial(shape)
     iterations = 100 if not ctx.simulated else problem_size("ch6_laplace_iterations")[0]
     every = 10 if not ctx.simulated else problem_size("ch6_laplace_iterations")[1]
@@ -209,31 +208,31 @@ def laplace_rows(ctx: Context) -> list[Section]:
         history = fd.laplace_residual_history(book_shape, 100, 10)
         where = "NumPy on the host, the book's mesh (the simulator cannot sweep 4096 x 4096)"
     else:
-        _, history = laplace.jacobi_iterations(initial, iterations, "global", every, block)
-        where = "this GPU, the book's mesh"
+        _, history = laplace.jacobi_iterations(initial, iterations, "global", every)
+        where = "this GPU, the book's mesh, the tuned global sweep"
     for iteration, residual in history:
         section.rows.append(Row(f"max residual after {iteration} sweeps", cells(f"ch6_laplace_residual_it{iteration}"), f"{residual:.6f}",
                                 note=f"{where}: the iteration is arithmetic, so the digits must agree"))
-    nbytes = laplace.bytes_per_sweep(shape, 4)
+    measured = stencil2d.measure(shape, repeat=ctx.repeat, parts=("jacobi",))  # the book's kernels and the tuned ones
+    names = {"global": "global", "shared": "shared", "readonly": "read-only", "texture": "texture"}
     for method in laplace.METHODS:
-        try:
-            a, a_new = to_device(initial), to_device(initial)
-            sweep = laplace.sweeper(a, a_new, method, block)
-            timing = ctx.time(lambda s=sweep: s(0))
-        except GPUOnlyFeature:
-            section.rows.append(Row(f"one sweep, {method}: GPU time", cells(f"ch6_laplace_{method}_kernel_K20") if method != "readonly" else [],
-                                    None, "us", note="CUDA C through CuPy: GPU only"))
-            continue
-        ids = [f"ch6_laplace_{method}_kernel_K20"] if method != "readonly" else []
-        gbs = timing.bandwidth_gbs(nbytes)
-        section.rows.append(Row(f"one sweep, {method}: GPU time", cells(*ids), 1e3 * timing.median_ms, "us",
-                                note="simulator time" if ctx.simulated else f"{gbs:.0f} GB/s, {ctx.fraction(gbs):.2f} of copy"))
+        for kind in ("the book's", "tuned"):
+            label = f"Jacobi {names[method]}, {kind}"
+            ids = [f"ch6_laplace_{method}_kernel_K20"] if kind == "the book's" and method != "readonly" else []
+            quantity = f"one sweep, {method}, {kind} kernel: GPU time"
+            m = measured.rows.get(label)
+            if m is None:
+                section.rows.append(Row(quantity, cells(*ids), None, "us", note=measured.skipped.get(label, "not measured")))
+                continue
+            note = "simulator time" if ctx.simulated else (f"{m.of_copy:.2f} of copy; a loop of public calls "
+                                                           f"{m.back_to_back_of_copy:.2f} of copy")
+            section.rows.append(Row(quantity, cells(*ids), m.us, "us", None if ctx.simulated else m.of_copy, note=note))
     for method in ("global", "shared"):
         label = f"{iterations} sweeps with residuals, {method}: whole run from host arrays (transfers included)"
         if ctx.simulated and method != "global":  # one simulated run is enough to show the code path
             section.rows.append(Row(label, cells(f"ch6_laplace_{method}_total_K20"), None, "s", note="measured on a GPU only"))
             continue
-        run = laplace.iteration_times(initial, iterations, method, every, block, repeat=max(1, ctx.repeat // 3))
+        run = laplace.iteration_times(initial, iterations, method, every, repeat=max(1, ctx.repeat // 3))
         section.rows.append(Row(label, cells(f"ch6_laplace_{method}_total_K20"), run.graph_wall_ms / 1e3, "s",
                                 note=f"on device data {run.device_wall_ms:.1f} ms; GPU time of the sweeps and checks {run.gpu_ms:.1f} ms"))
     section.rows.append(Row(f"{iterations} sweeps, texture: whole run", cells("ch6_laplace_texture_total_K20"), None, "s",
@@ -242,9 +241,8 @@ def laplace_rows(ctx: Context) -> list[Section]:
 
 
 def heat_rows(ctx: Context) -> list[Section]:
-    """The heat equation of seed 003: the article's counts and model, and the measured best steps per launch."""
-    from ..kernels import heat
-
+    """The heat equation of seed 003: the article's counts and model, the article's kernels beside the tuned ones, and the
+    2D stencils against the copy on the record's mesh (one `gpucourse.stencil2d` measurement)."""
     ctx.step(STEPS[5])
     section = Section("The heat equation, several time steps per launch (seed 003)")
     a, p, dims = fd.model_parameters()
@@ -255,19 +253,32 @@ def heat_rows(ctx: Context) -> list[Section]:
     best_model = fd.best_steps_per_launch(a, p, dims)
     section.rows.append(Row("article's block width and steps per launch", cells("art003_ntx", "art003_nsteps"),
                             f"tile {problem_size('ch6_heat_tile')}, best s by the model: {best_model}"))
-    shape = problem_size("ch6_heat")
-    u = to_device(random_array(shape, np.float32, seed=4, low=0.0, high=1.0))
-    v = device_empty(shape, np.float32)
-    tile = problem_size("ch6_heat_tile")
-    global_us = 1e3 * ctx.time(lambda: heat.heat_step_global(u, v, 0.2, problem_size("ch6_heat_block"))).median_ms
-    per_step = {s: 1e3 * ctx.time(lambda s=s: heat.heat_steps_shared(u, v, 0.2, tile, s)).median_ms / s
-                for s in problem_size("ch6_heat_steps")}
-    best = min(per_step, key=per_step.get)
-    section.rows.append(Row(f"measured best steps per launch, {shape[0]} x {shape[1]} float32", [], None if ctx.simulated else best,
-                            note="not measured in the simulator" if ctx.simulated else
-                            f"{per_step[best]:.1f} us per step; one global-memory step {global_us:.1f} us "
-                            f"({global_us / per_step[best]:.2f}x slower)"))
-    return [section]
+    measured = stencil2d.measure(repeat=ctx.repeat, parts=("heat", "jacobi"))  # the record's mesh: beyond the L2 cache
+    shape = measured.shape
+    best = measured.best_steps
+    rows = measured.rows
+    one_step = rows["heat, tuned one step"]
+    for label, m in rows.items():
+        if not label.startswith("heat") or label.startswith("heat, tuned multi-step") and m.steps != best:
+            continue
+        quantity = f"{label}, {shape[0]} x {shape[1]} float32: GPU time per step"
+        note = f"{m.us:.1f} us per launch of {m.steps} step(s)" if m.steps > 1 else ""
+        if not ctx.simulated:
+            note += ("; " if note else "") + f"{one_step.us_per_step / m.us_per_step:.2f}x the tuned one step's speed"
+        section.rows.append(Row(quantity, [], m.us_per_step, "us", None if ctx.simulated or m.steps > 1 else m.of_copy, note=note))
+    section.rows.append(Row(f"measured best steps per launch of the tuned multi-step kernel, {shape[0]} x {shape[1]} float32", [], best,
+                            note="" if ctx.simulated else f"speed-up per step over the tuned one-step kernel "
+                                                          f"{measured.heat_blocked_speedup_per_step:.2f}x"))
+    jacobi = Section(f"The 2D stencils against the copy at {shape[0]} x {shape[1]} float32" + ("" if ctx.simulated else " (beyond the L2 cache)"))
+    for label, m in rows.items():
+        if label.startswith("Jacobi"):
+            jacobi.rows.append(Row(f"{label}: one sweep", [], m.us, "us", None if ctx.simulated else m.of_copy,
+                                   note="" if ctx.simulated else f"a loop of public calls {m.back_to_back_of_copy:.2f} of copy"))
+    for label, reason in measured.skipped.items():
+        jacobi.rows.append(Row(f"{label}: one sweep", [], None, "us", note=reason))
+    if ctx.simulated:
+        jacobi.notes.append("Simulator mode: times of Python threads; no fraction of a GPU ceiling.")
+    return [section, jacobi]
 
 
 def measure(ctx: Context) -> list[Section]:

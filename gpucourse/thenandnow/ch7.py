@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import convolution as conv
-from .. import fft, spectral
+from .. import fft, spectral, stencil2d
 from ..arrays import array_module, to_host
 from ..sizes import problem_size
 from .core import BookCell, ChapterPlan, Context, Row, Section, cells
@@ -181,6 +181,11 @@ def poisson(ctx: Context) -> list[Section]:
     alone = ctx.time(solve)
     section.rows.append(Row("the division in Fourier space (one kernel)", cells("ch7_poisson_nvprof_solve_K20X"),
                             1e3 * (alone.median_ms - two.median_ms), "us", note="the solve's time less its two transforms"))
+    division = stencil2d.measure(repeat=ctx.repeat, parts=("kspace",))  # the record's mesh (measurements/stencil2d.json)
+    for label, m in division.rows.items():
+        section.rows.append(Row(f"{label}: one pass over the {division.shape[0]} x {division.shape[1] // 2 + 1} complex64 half spectrum",
+                                [], m.us, "us", None if ctx.simulated else m.of_copy,
+                                note="simulator time" if ctx.simulated else f"a loop of public calls {m.back_to_back_of_copy:.2f} of copy"))
     n = problem_size("ch7_poisson")
     timed = spectral.time_poisson((n, n), np.float32, repeat=ctx.repeat, book=False)
     section.rows.append(Row(f"{n}^2 float32 solve over its two FFTs alone", [], round(timed.ratio, 3), "x",
