@@ -27,6 +27,7 @@ Then every internal link and image of the built site is checked: a broken one fa
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -216,6 +217,13 @@ def execute(source: Path, target: Path, timeout: int) -> str:
 def executed_here(jobs: int, timeout: int, only: set[Path] | None = None) -> Path:
     """Execute every chapter notebook (or those in `only`) not already executed from its current source; return the folder."""
     folder = BUILD / "executed"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / "executed.lock", "w") as lock:  # a second build at once waits, then finds the copies current
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _execute_stale(folder, jobs, timeout, only)
+
+
+def _execute_stale(folder: Path, jobs: int, timeout: int, only: set[Path] | None) -> Path:
     todo = []
     for chapter, notebooks in chapters():
         for source in notebooks:
@@ -445,7 +453,7 @@ def jupyter_book(stage_dir: Path) -> None:
     env.pop("BASE_URL", None)
     done = subprocess.run([str(binary), "build", "--html", "--ci"], cwd=stage_dir, env=env, capture_output=True, text=True, timeout=1200)
     log = done.stdout + done.stderr
-    (stage_dir.parent / "jupyter-book.log").write_text(log)
+    stage_dir.with_name(stage_dir.name + ".log").write_text(log)
     if done.returncode != 0 or not (stage_dir / "_build" / "html" / "index.html").exists():
         raise SiteError(f"jupyter-book build failed (exit {done.returncode}):\n{log[-4000:]}")
 
@@ -520,7 +528,7 @@ def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 
             pages.update({source: page for source, page in sources(book, record, done, link).items() if source in missing})
         print(f"pages: {sum(page.gpu for page in pages.values())} of {len(pages)} with GPU outputs"
               + (f" (record {record.folder.name})" if record else "" if here else " (no GPU record found)"), flush=True)
-    stage_dir = BUILD / "stage"
+    stage_dir = out.with_name(out.name + ".stage")  # one per output: two builds at once (tests in parallel) never share one
     stage(pages, stage_dir, records=records, record=record)
     jupyter_book(stage_dir)
     shutil.rmtree(out, ignore_errors=True)

@@ -348,7 +348,7 @@ class Tuner:
                 gone()
                 return
             fixed = {key: control.value for key, control in controls.items() if key != x_parameter}
-            before = self.calls_made
+            before = current.calls_made
             busy(f"measuring every {x_parameter} ...")
             try:
                 current.sweep(x_parameter, skip_refused=True, **fixed)
@@ -356,7 +356,7 @@ class Tuner:
                 busy("")
             redraw()
             with output:  # say what the sweep did, also when the cache already held every value (nothing changes on screen then)
-                print(self.sweep_summary(x_parameter, self.calls_made - before, **fixed))
+                print(current.sweep_summary(x_parameter, current.calls_made - before, **fixed))
 
         for control in controls.values():
             control.observe(redraw, names="value")
