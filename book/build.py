@@ -86,6 +86,7 @@ class GpuRecord:
     gpu: str
     driver: str | None
     date: str
+    executed_as: str | None = None
 
     @property
     def executed(self) -> Path:
@@ -93,7 +94,8 @@ class GpuRecord:
 
     def describe(self) -> str:
         """'NVIDIA H200, driver 570.124.06, 2026-11-25'."""
-        return ", ".join([self.gpu, *([f"driver {self.driver}"] if self.driver else []), self.date])
+        return ", ".join([self.gpu, *([f"driver {self.driver}"] if self.driver else []), self.date]) + (
+            f" ({self.executed_as})" if self.executed_as else "")
 
 
 def _find_key(data, names: tuple[str, ...]) -> str | None:
@@ -140,7 +142,7 @@ def record_of(folder: Path) -> GpuRecord:
         gpu = banner_device(json.loads(first.read_text())) if first else None
     driver = _find_key(meta, ("driver", "driver_version", "nvidia_driver"))
     date = (_find_key(meta, ("date",)) or folder.name)[:10]
-    return GpuRecord(folder, gpu or folder.name.split("_", 1)[-1], driver, date)
+    return GpuRecord(folder, gpu or folder.name.split("_", 1)[-1], driver, date, meta.get("executed_as"))
 
 
 def gpu_record(records: Path = ROOT / "measurements") -> GpuRecord | None:

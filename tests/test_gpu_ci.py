@@ -273,3 +273,24 @@ def test_timing_functions_take_turns_on_a_shared_gpu(tmp_path):
         fcntl.flock(handle, fcntl.LOCK_UN)
     waited = float(child.communicate(timeout=300)[0].strip().splitlines()[-1])
     assert waited >= 1.4
+
+
+def test_the_leak_pass_can_keep_the_executed_copies(tmp_path):
+    """With --leaks-executed the one-kernel pass keeps each notebook's outputs, and the record and the site say how they were made."""
+    out = tmp_path / "out"
+    run = gpu_ci.Run(gpu_ci.parse([str(out), "--steps", "leaks", "--chapter", "1", "--small-card", "none", "--leaks-executed"]), [str(out)])
+    result = gpu_ci.step_leaks(run)
+    assert result["status"] == "ok", result
+    copies = sorted(out.glob("executed/01_introduction/*.ipynb"))
+    assert [p.name for p in copies] == [p.name for p in sorted((ROOT / "chapters" / "01_introduction").glob("*.ipynb"))]
+    executed = nbformat.read(copies[0], as_version=4)
+    assert any(cell.get("outputs") for cell in executed.cells if cell.cell_type == "code")
+    assert executed.metadata["gpucourse_site"]["source_sha256"]
+    assert run.record["executed_as"] == "every chapter notebook in turn in one kernel"
+    sys.path.insert(0, str(ROOT / "book"))
+    import build as site
+
+    fake_call(tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200")
+    record_file = tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.json"
+    record_file.write_text(json.dumps({**json.loads(record_file.read_text()), "executed_as": run.record["executed_as"]}))
+    assert site.record_of(record_file.parent).describe() == "NVIDIA H200, driver 580.1, 2026-11-25 (every chapter notebook in turn in one kernel)"

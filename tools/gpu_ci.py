@@ -569,14 +569,32 @@ def run_notebook_cells(kernel: Kernel, notebook, run: Run, keep_outputs: bool = 
     return "", count
 
 
+def figure_settings(run: Run) -> Path:
+    """A matplotlibrc folder for the kernels whose executed copies are kept: figures at FIGURE_DPI, so the records stay small."""
+    settings = run.out / ".matplotlib"
+    settings.mkdir(exist_ok=True)
+    (settings / "matplotlibrc").write_text(f"figure.dpi: {FIGURE_DPI}\n")
+    return settings
+
+
+def save_executed(run: Run, path: Path, notebook) -> None:
+    """Keep the executed copy of chapter notebook `path` in OUT/executed/<chapter>/, stamped with its source's hash for the website."""
+    import nbformat
+
+    strip_for_record(notebook)
+    notebook.metadata["gpucourse_site"] = {"source_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    copy = run.out / "executed" / path.parent.name / path.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, copy)
+
+
 def step_chapters(run: Run) -> dict:
     """Each chapter notebook in a fresh kernel, nothing beside it; its executed copy kept."""
     import nbformat
 
     rows, stopped = [], []
-    settings = run.out / ".matplotlib"  # figures of the executed copies at 72 dpi: the records stay small
-    settings.mkdir(exist_ok=True)
-    (settings / "matplotlibrc").write_text(f"figure.dpi: {FIGURE_DPI}\n")
+    settings = figure_settings(run)
+    run.record["executed_as"] = "each chapter notebook in its own kernel, the whole card"
     with PeakSampler(run.memory) as sampler:
         for path in notebooks_of("chapters", run.args.chapter):
             relative = path.relative_to(ROOT)
@@ -598,11 +616,7 @@ def step_chapters(run: Run) -> dict:
                     finally:
                         kernel.close()
             seconds = time.monotonic() - begin
-            strip_for_record(notebook)
-            notebook.metadata["gpucourse_site"] = {"source_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-            copy = run.out / "executed" / path.parent.name / path.name
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(notebook, copy)
+            save_executed(run, path, notebook)
             rows.append({"notebook": str(relative), "seconds": round(seconds, 1), "cells": cells, "peak_bytes": memory["peak_bytes"],
                          "end_bytes": end_bytes, "error": run.scrub(error)})
             run.log("chapters.log", f"{relative}: {seconds:.1f} s, {cells} cells, peak {mib(memory['peak_bytes'])} MiB, "
@@ -633,6 +647,11 @@ def step_leaks(run: Run) -> dict:
 
     args = run.args
     env = {"GPUCOURSE_DEVICE_MEMORY": args.small_card} if args.small_card else {}
+    keep = args.leaks_executed
+    if keep:
+        env["MATPLOTLIBRC"] = str(figure_settings(run))
+        run.record["executed_as"] = ("every chapter notebook in turn in one kernel"
+                                     + (f", as a card of {args.small_card} (GPUCOURSE_DEVICE_MEMORY)" if args.small_card else ""))
     rows, stopped = [], []
     kernel = Kernel(env=env)
     try:
@@ -646,7 +665,9 @@ def step_leaks(run: Run) -> dict:
                 kernel.run(f"import os; os.chdir({str(path.parent)!r})", 60)
                 begin = time.monotonic()
                 with sampler.window() as memory:
-                    error, cells = run_notebook_cells(kernel, notebook, run)
+                    error, cells = run_notebook_cells(kernel, notebook, run, keep_outputs=keep)
+                    if keep:
+                        save_executed(run, path, notebook)
                     if kernel.alive():
                         probe = probe_memory(kernel)
                     else:  # a new kernel for the rest: what this one held is gone with it, so growth counts again from here
@@ -845,7 +866,10 @@ def render_markdown(record: dict) -> str:
     for number, call in enumerate(record["calls"], 1):
         lines.append(f"- call {number}, {call['started']}, {call['seconds']} s: `{call['command']}`")
     machine = sum(call["seconds"] or 0 for call in record["calls"])
-    lines += [f"- in all {machine / 60:.1f} min over {len(record['calls'])} call(s)", ""]
+    lines += [f"- in all {machine / 60:.1f} min over {len(record['calls'])} call(s)"]
+    if record.get("executed_as"):
+        lines.append(f"- the executed copies in executed/: {record['executed_as']}")
+    lines.append("")
     steps = record["steps"]
     lines += ["| step | status | counts | seconds |", "| --- | --- | --- | --- |"]
     for name, step in steps.items():
@@ -966,6 +990,9 @@ def merge(records: list[dict]) -> dict:
         for name, step in record["steps"].items():
             merged["steps"][name] = step
     merged["date"] = ordered[0]["date"]
+    kept = [r["executed_as"] for r in ordered if r.get("executed_as")]
+    if kept:  # the executed copies filed are the last call's that kept any (read_calls copies them in this order)
+        merged["executed_as"] = kept[-1]
     return merged
 
 
@@ -1055,6 +1082,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeat-all-checks", action="store_true",
                         help="run every check cell --check-runs times (default: only those that compare speeds; the others once)")
     parser.add_argument("--cell-timeout", type=float, default=900, help="s a notebook cell may take")
+    parser.add_argument("--leaks-executed", action="store_true",
+                        help="leaks: keep the executed copies of the chapter notebooks too (for the website, when no chapters step runs)")
     parser.add_argument("--executed", action="store_true", help=argparse.SUPPRESS)  # older calls: chapters always keep them now
     parser.add_argument("--plan", action="store_true", help="print the steps and what they are expected to take, and stop")
     parser.add_argument("--pack", action="store_true", help="put every output into OUT/gpu_ci.tar.gz beside gpu_ci.json and gpu_ci.md")
