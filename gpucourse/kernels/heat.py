@@ -54,13 +54,13 @@ from .stencil import nonneg
 #: Largest d = k dt / h^2 for which the explicit 2D step is stable.
 STABILITY_LIMIT = 0.25
 #: The tuned one-step kernel's block (x, y), rows per thread, and whether it takes x-neighbours from warp shuffles:
-#: the fastest variant measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py; loads 0.83 of the copy, shuffles
-#: on 32 x 4 blocks 0.64). Read at each new plan.
-TUNED_STEP = ((64, 2), 8, False)
+#: the fastest variant measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md: shuffles
+#: on 256 x 1 blocks 0.88 of the copy, loads on 64 x 2 blocks 0.83, shuffles on 32 x 4 blocks 0.64). Read at each new plan.
+TUNED_STEP = ((256, 1), 8, True)
 #: The tuned multi-step kernel: steps per launch, and (columns per lane, rows each warp writes, warps per block)
 #: on a GPU and in the simulator (where every idle lane of a warp is a Python thread).
 BLOCKED_STEPS = 8
-BLOCKED_TILE = {"gpu": (2, 56, 4), "simulator": (1, 4, 1)}
+BLOCKED_TILE = {"gpu": (2, 56, 2), "simulator": (1, 4, 1)}
 #: Rows the multi-step kernel loads before it uses any (loads in flight per lane: CHUNK * columns).
 CHUNK = 8
 #: Every lane of a warp takes part in the shuffles.

@@ -54,10 +54,11 @@ BOOK_BLOCK = (32, 16)
 FULL_MASK = 0xFFFFFFFF
 #: The tuned kernels' (threads per block (x, y), rows each thread computes), by method: the fastest of the variants
 #: measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md). Read at each new plan.
-TUNED = {"global": ((32, 2), 16), "shared": ((128, 1), 16), "readonly": ((32, 2), 16), "texture": ((32, 2), 32)}
-#: Whether the tuned global sweep takes its x-neighbours from warp shuffles. On the H200 loading them (three loads a
-#: row, two from the L1 cache) was as fast or faster (0.83 of the copy against 0.82 for the best shuffle tile measured).
-TUNED_SHUFFLES = False
+TUNED = {"global": ((128, 2), 8), "shared": ((128, 1), 16), "readonly": ((128, 1), 16), "texture": ((32, 2), 32)}
+#: Whether the tuned global sweep takes its x-neighbours from warp shuffles. On the H200 (8192^2 float32), shuffles on
+#: 128 x 2 blocks reached 0.89 of the copy; loading them (three loads a row, two from the L1 cache) 0.83: the queue of
+#: memory instructions fills (Nsight Compute's lg_throttle), and a shuffle takes two of the three loads out of it.
+TUNED_SHUFFLES = True
 
 
 def weights(dtype) -> tuple:

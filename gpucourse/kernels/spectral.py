@@ -46,12 +46,12 @@ from .stencil import nonneg
 
 #: Threads per block of the spectrum kernels: 32 along the contiguous axis, 8 rows.
 BLOCK = (32, 8)
-#: Threads per block of the tuned kernels (64 neighbouring columns: each row of a block reads 512 contiguous bytes)
+#: Threads per block of the tuned kernels (256 neighbouring columns: each row of a block reads 2 KB of contiguous complex64)
 #: and the rows of the spectrum each thread takes.
 TUNED_BLOCK = (256, 1)
-ROWS = 16
+ROWS = 8
 #: The same for the derivative kernel, whose spectra are often narrow (n // 2 + 1 columns of a small cube).
-DERIVATIVE_TUNED = ((64, 4), 16)
+DERIVATIVE_TUNED = ((256, 1), 16)
 #: Most blocks along y; more rows are covered by a grid-stride loop (the grid's y limit is 65535).
 MAX_BLOCKS_Y = 4096
 
