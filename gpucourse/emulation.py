@@ -7,13 +7,15 @@ Set it before Python starts, e.g. ``GPUCOURSE_DEVICE_MEMORY=8GiB ./course lab`` 
   size), so the problem sizes of `gpucourse.sizes` are those of such a card;
 * on a GPU, when the course's mode starts, one allocation (the ballast) takes the real card's memory
   beyond the emulated size, on every GPU the process sees, so that an experiment that would not fit
-  such a card fails here too. The ballast is the real total minus the emulated size: the CUDA
-  context's own memory then counts against the emulated card, as it would on a real one. It is made
+  such a card fails here too. On a GPU this process has to itself, the ballast is the real total minus
+  the emulated size: the CUDA context's own memory then counts against the emulated card, as it would
+  on a real one. Where other processes hold memory too, it leaves this process the emulated size less
+  a context's worth (`CONTEXT_BYTES`) of the free memory instead. It is made
   once per process, a plain cudaMalloc through Numba (whose primary context CuPy shares), and held
   until the process ends: device memory in use is higher by a constant;
 * a process started by one that holds the ballast (an MPI rank, a script a notebook runs) sees
   `GPUCOURSE_BALLAST` in its environment and makes none on those GPUs: the first one's already limits them.
-  Where a GPU has less free memory than the ballast would take, none is made there, and the banner says so;
+  Where a GPU has less free memory than that left, none is made there, and the banner says so;
 * in simulator mode only the reported memory changes (there is no GPU memory to hold back).
 
 The banner says plainly that it emulates a card of that size.
@@ -73,7 +75,7 @@ def ballast_bytes(total_bytes: int, emulated_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class Ballast:
-    """What was held back on one GPU: its PCI bus id, its real memory, the bytes held (0: none) and why none, if so."""
+    """What was held back on one GPU: its PCI bus id, its real memory, the bytes held (0: none), and why none or why fewer."""
 
     bus_id: str
     total_bytes: int
@@ -90,6 +92,10 @@ class GPUMemory:
     allocate: Callable[[int], object]
 
 
+#: What a CUDA context holds on a current GPU, about (for the ballast on a GPU shared with other processes).
+CONTEXT_BYTES = 512 * 2**20
+
+
 def hold_ballast(emulated_bytes: int, gpus: Sequence[GPUMemory], held_by_parent: str = "") -> tuple[list[Ballast], list[object]]:
     """Hold back each GPU's memory beyond `emulated_bytes`; return what was held and the allocations (keep them alive).
 
@@ -101,11 +107,18 @@ def hold_ballast(emulated_bytes: int, gpus: Sequence[GPUMemory], held_by_parent:
     for gpu in gpus:
         free, total = gpu.memory_info()
         wanted = ballast_bytes(total, emulated_bytes)
+        shared = wanted > free  # other processes hold memory: leave this one an emulated card's share of what is free
+        if shared:
+            wanted = free - (emulated_bytes - CONTEXT_BYTES)
         if gpu.bus_id in parent_buses:
             records.append(Ballast(gpu.bus_id, total, 0, "held back already by the process that started this one"))
-        elif wanted > free:
+        elif wanted <= 0 and shared:
             records.append(Ballast(gpu.bus_id, total, 0, f"only {gib(free)} free (other processes use the rest): "
                                                           "nothing held back; the card is at most that full"))
+        elif shared:
+            allocations.append(gpu.allocate(wanted))
+            records.append(Ballast(gpu.bus_id, total, wanted, f"other processes use {gib(total - free)} of it: this one is left "
+                                                              f"{gib(free - wanted)}, an emulated card less its context"))
         elif wanted > 0:
             allocations.append(gpu.allocate(wanted))
             records.append(Ballast(gpu.bus_id, total, wanted))

@@ -478,7 +478,7 @@ def launcher(kernel, zero=True):
     def atomic_sum(x, total):
         if zero:
             zero_kernel[1, 1](total)
-        kernel[min(8, math.ceil(x.size / TPB)), TPB](x, total)
+        kernel[min(1024, math.ceil(x.size / TPB)), TPB](x, total)  # enough blocks to fill a GPU: the check times it
     return atomic_sum
 
 
@@ -500,6 +500,18 @@ def test_atomic_sum_mistakes_are_named(update, zero, zero_in_kernel, cause):
     kernel = make_atomic(update, zero_in_kernel)
     with pytest.raises(CheckFailed, match=cause):
         ch5.check_atomic_sum(launcher(kernel, zero=zero), kernel)
+
+
+def test_a_replayed_trace_comes_back_from_its_simulator_process():
+    """On a GPU the checks trace a replay in a simulator process; its trace (NumPy integers in it) must come back whole."""
+    from gpucourse.checks import trace
+
+    n = 3 * TPB + 5
+    arguments = [("traced", "x", np.arange(n, dtype=np.float32)), ("traced", "total", np.zeros(1, np.float32))]
+    replayed = trace.replayed_trace(launcher(make_atomic("plain")), arguments)
+    assert [launch.blocks for launch in replayed.launches] == [(1, 1, 1), (4, 1, 1)]
+    assert sum(1 for a in replayed.accesses if a.array == "x") == n
+    assert any(a.array == "total" and a.write and not a.atomic for a in replayed.accesses)
 
 
 def test_atomic_sum_without_atomics_is_named():

@@ -240,7 +240,7 @@ def test_the_tests_step_runs_timing_tests_alone_after_the_rest(tmp_path):
         def test_times():
             assert gpucourse.timing.wall_time_ms(lambda: None, repeat=1, warmup=0) >= 0
 
-        def compare_speed():  # as an exercise check's paired comparison: it may time beside other tests
+        def compare_speed():  # as an exercise check's paired comparison: run again alone too
             return gpucourse.timing.wall_time_ms(lambda: None, repeat=1, warmup=0)
 
         def test_paired():
@@ -251,7 +251,7 @@ def test_the_tests_step_runs_timing_tests_alone_after_the_rest(tmp_path):
     result = gpu_ci.step_tests(run)
     assert result["status"] == "ok", (out / "logs" / "tests.log").read_text()[-2000:]
     assert result["counts"] == {"passed": 3}
-    assert [t.rsplit("::", 1)[-1] for t in result["timed_beside_others"]] == ["test_times"]  # seen timing: run again alone
+    assert sorted(t.rsplit("::", 1)[-1] for t in result["timed_beside_others"]) == ["test_paired", "test_times"]  # run again alone
     log = (out / "logs" / "tests.log").read_text()
     assert "===== side by side" in log and "===== alone" in log and str(tmp_path) not in log
 
@@ -280,7 +280,8 @@ def test_the_leak_pass_can_keep_the_executed_copies(tmp_path):
     out = tmp_path / "out"
     run = gpu_ci.Run(gpu_ci.parse([str(out), "--steps", "leaks", "--chapter", "1", "--small-card", "none", "--leaks-executed"]), [str(out)])
     result = gpu_ci.step_leaks(run)
-    assert result["status"] == "ok", result
+    # no notebook failed (the growth is judged where the pass runs alone: on a GPU, tests beside this one hold memory too)
+    assert result["counts"]["failed"] == 0 and result["counts"]["notebooks"] == 3, result
     copies = sorted(out.glob("executed/01_introduction/*.ipynb"))
     assert [p.name for p in copies] == [p.name for p in sorted((ROOT / "chapters" / "01_introduction").glob("*.ipynb"))]
     executed = nbformat.read(copies[0], as_version=4)

@@ -147,6 +147,12 @@ def test_compiler_reports_local_memory_and_spills():
         assert ms.register_limited(24) is ms.register_limited(24)
         assert gpucourse.source.source_of(ms.register_limited(24)) == gpucourse.source.source_of(ms.register_hungry_kernel)
         return
+    n = 256  # launch each kernel once first: a report reads a compiled kernel, and no other test may have compiled it here
+    values, hungry = gpucourse.to_device(np.ones(n, np.float32)), gpucourse.to_device(np.ones((ms.HUNGRY, n), np.float32))
+    for variant in ("static", "large"):
+        ms.local_memory_demo(poisoned_device(n), values, variant, 1)
+    for kernel in (None, ms.register_limited(24)):
+        ms.register_hungry(poisoned_device(n), hungry, 1, kernel)
     (static,) = compilation.resource_usage(ms.local_static_kernel)
     (large,) = compilation.resource_usage(ms.local_large_kernel)
     assert static.local_bytes == 0

@@ -7,7 +7,7 @@ file name, `file::test` for all its parameters, or a whole node id) or the file 
 `--gpu-ci-serial` does: tools/gpu_ci.py runs those alone, after the rest ran side by side under
 pytest-xdist. `--gpu-ci-timed` names a file to which every test that calls one of the package's
 timing functions appends its node id: a test that timed GPU work beside other tests is run again
-alone. An exercise check's speed comparison is the exception (see PAIRED): it may run beside others.
+alone (an exercise check's speed comparison too: tests/timing_tests.txt says why).
 `--gpu-ci-results` names a file that gets one JSON line per test phase as it finishes, so that a run
 stopped by its time limit still says what passed.
 """
@@ -110,20 +110,6 @@ def _timing_code_objects() -> set:
     return {timing.alone(lambda: None).__code__, timeline.TimelineRecorder.__init__.__code__}
 
 
-#: Timing inside these functions may run beside other tests: an exercise check's speed comparison sets the
-#: student's kernel against the reference in interleaved rounds (each timing under GPUCOURSE_TIMING_LOCK), and
-#: judges their ratio, which a neighbour's load touches alike on both sides.
-PAIRED = {"compare_speed"}
-
-
-def _paired(frame) -> bool:
-    while frame is not None:
-        if frame.f_code.co_name in PAIRED:
-            return True
-        frame = frame.f_back
-    return False
-
-
 def _watch_timing(log: Path) -> None:
     """Append the current test's id to `log` the first time it runs timing code (sys.monitoring on 3.12+, else a profiler)."""
     codes = _timing_code_objects()
@@ -132,7 +118,7 @@ def _watch_timing(log: Path) -> None:
 
     def note() -> None:
         test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
-        if test and test not in seen and not _paired(sys._getframe(2)):
+        if test and test not in seen:
             with lock:
                 seen.add(test)
                 with open(log, "a") as handle:

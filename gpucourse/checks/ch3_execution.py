@@ -242,7 +242,7 @@ def check_copy_ilp(copy_ilp_kernel) -> None:
                             "first, then store them, so that the loads are in flight together.")
     ptx_loads = _ptx_loads_before_first_store(copy_ilp_kernel)
     if not problems and ptx_loads is not None and ptx_loads < ILP:
-        problems.append(f"the compiled kernel issues {ptx_loads} load(s) before its first store: load all {ILP} values into "
+        problems.append(f"each thread stores after only {ptx_loads} load(s) in the compiled kernel (its PTX): load all {ILP} values into "
                         "a cuda.local.array first, then store them, so that the loads are in flight together.")
     fail(problems, "Exercise 3.5.2")
     where = " (and in the compiled PTX)" if mode.on_gpu() else ""

@@ -224,7 +224,8 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
         blocks = 2 if threads >= 512 else 3
         n = n or 2 * blocks * threads + threads // 2 + 3  # two rounds of the grid-stride loop and a partial third
         host = _exact_integer_data(n, seed=52 + threads)
-        padded = np.concatenate([host, np.full(threads, 1e6, np.float32)])  # what a read past the end of x would find on a GPU
+        # what a read past the end of x finds on a GPU: a grid's worth, so that a loop one step too long reads only these
+        padded = np.concatenate([host, np.full(blocks * threads, 1e6, np.float32)])
         x = to_device(padded)[:n]
         run = run_checked(lambda partial, xx, t=threads: block_sums(xx, partial, t), (blocks,), np.float32, x, repeats=race_repeats())
         want = block_sums_reference(host, blocks, threads)

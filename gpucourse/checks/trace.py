@@ -754,6 +754,13 @@ def _trace_here(payload: dict, arguments, shared: bool) -> Trace:
     return log.trace()
 
 
+def _plain(value):
+    """NumPy scalars (a traced index or element is often one) as the Python numbers JSON knows."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"a trace holds a {type(value).__name__}, which JSON cannot carry")
+
+
 def _trace_to_json(trace: Trace) -> str:
     return json.dumps({
         "accesses": [[a.array, a.block, a.thread, a.block_dim, a.element, a.write, a.sequence, a.epoch, a.where, a.launch, a.atomic]
@@ -763,7 +770,7 @@ def _trace_to_json(trace: Trace) -> str:
         "float64_stores": trace.float64_stores,
         "float64_lines": trace.float64_lines,
         "shapes": trace.shapes,
-    })
+    }, default=_plain)
 
 
 def _trace_from_json(text: str) -> Trace:
