@@ -168,15 +168,18 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | N
             link = f"../../{records_link}"  # from chapters/NN_name/ to the repository root
             code = code_of(json.loads(source.read_text()))
             recorded = record.executed / chapter.name / source.name if record else None
-            if recorded is not None and recorded.exists() and code_of(json.loads(recorded.read_text())) == code:
+            copy_of_record = json.loads(recorded.read_text()) if recorded is not None and recorded.exists() else None
+            stopped = copy_of_record is not None and ran_into_an_error(copy_of_record)
+            if copy_of_record is not None and not stopped and code_of(copy_of_record) == code:
                 chosen[source] = Source(recorded, f"**Outputs recorded on a GPU**: {record.describe()} "
                                                   f"([the records]({link})). Run the notebook to get your own GPU's.", True)
                 continue
             if here is None:
                 continue
             copy = here / chapter.name / source.name
-            why = ("" if record is None else
-                   f" (the GPU record of {record.date} holds {'older code of this notebook' if recorded and recorded.exists() else 'no copy of it'})")
+            held = ("a run of it that stopped at an error" if stopped else "older code of this notebook" if copy_of_record is not None
+                    else "no copy of it")
+            why = "" if record is None else f" (the GPU record of {record.date} holds {held})"
             device = banner_device(json.loads(copy.read_text())) if copy.exists() else None
             if device:
                 note = f"**Outputs of this build's machine**: {device}, executed when the site was built{why}."
@@ -186,6 +189,11 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | N
                         f"[GPU records]({link}) hold a GPU's.")
             chosen[source] = Source(copy, note, bool(device))
     return chosen
+
+
+def ran_into_an_error(notebook: dict) -> bool:
+    """True if an executed copy holds an error output (the run stopped there: its page would show a half-run notebook)."""
+    return any(output.get("output_type") == "error" for cell in notebook.get("cells", []) for output in cell.get("outputs", []))
 
 
 # -- executed copies ----------------------------------------------------------------------------------

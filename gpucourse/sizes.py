@@ -212,14 +212,15 @@ SIZES: dict[str, Size] = {
     "ch3_stream_counts": Size(gpu=(1, 2, 4, 8, 16), simulator=(1, 4), unit="streams offered by the slider"),
     # The sweeps keep a float32 and a float64 array of n + 32 elements (offsets) and of n times the
     # largest stride (strides): (4 + 8) * (n + 32 + largest stride * n) bytes. Here held counts the
-    # least the lesson needs, strides up to 8 (where every float32 needs a sector of its own).
+    # least the lesson needs, strides up to 4 (a card with little memory beside a large L2, such as an
+    # H200 emulating 8 GiB, sweeps 1..4; every real profile reaches 8, where each float32 needs a sector of its own).
     "ch3_coalescing": Size(gpu=Rule(mebi_elements, preferred=16), simulator=256, unit="elements each offset/stride launch touches",
-                           held=lambda n: 12 * (n + 32 + 8 * n), moved=lambda n: 16 * n, streamed=lambda n: 4 * n,
+                           held=lambda n: 12 * (n + 32 + 4 * n), moved=lambda n: 16 * n, streamed=lambda n: 4 * n,
                            book=1 << 20, book_where="§3.2.2, offsetNStride (nMB = 4: 4 MB of float32)"),
     "ch3_offsets": Size(gpu=tuple(range(33)), simulator=(0, 1, 16), unit="element offsets in the sweep"),
     "ch3_strides": Size(gpu=Derived(lambda profile: _strides_that_fit(profile), preferred=tuple(range(1, 33)), label="fits in memory",
-                                    why="the largest stride (32, 16 or 8) whose arrays fit in memory beside the copy ceiling's"),
-                        simulator=(1, 2, 32), unit="element strides in the sweep (up to 32, 16 or 8: what fits in memory)"),
+                                    why="the largest stride (32, 16, 8 or 4) whose arrays fit in memory"),
+                        simulator=(1, 2, 32), unit="element strides in the sweep (up to 32, 16, 8 or 4: what fits in memory)"),
     "ch3_texture": Size(gpu=1 << 22, simulator=256, unit="elements read with a stride (1D textures span at most 2**27)",
                         held=lambda n: 132 * n, moved=lambda n: 8 * n),
     "ch3_texture_strides": Size(gpu=(1, 2, 4, 8, 16, 32), simulator=(1, 4), unit="strides of the load-path comparison"),
@@ -536,10 +537,10 @@ def ceiling_copy_bytes(profile: DeviceProfile) -> int:
 
 def _strides_that_fit(profile: DeviceProfile) -> tuple[int, ...]:
     n = choose("ch3_coalescing", profile).size
-    for largest in (32, 16, 8):
-        if 12 * (n + 32 + largest * n) <= memory_for_notebook(profile) - 2 * ceiling_copy_bytes(profile):
+    for largest in (32, 16, 8, 4):  # the copy ceiling's arrays are given back before the sweeps allocate theirs
+        if 12 * (n + 32 + largest * n) <= memory_for_notebook(profile):
             return tuple(range(1, largest + 1))
-    raise SizeConflict(f"{profile.name}: the stride sweep over {n} elements does not fit in memory even up to stride 8")
+    raise SizeConflict(f"{profile.name}: the stride sweep over {n} elements does not fit in memory even up to stride 4")
 
 
 def sizes_for(profile: DeviceProfile) -> dict[str, Any]:

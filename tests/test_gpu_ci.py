@@ -295,3 +295,16 @@ def test_the_leak_pass_can_keep_the_executed_copies(tmp_path):
     record_file = tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.json"
     record_file.write_text(json.dumps({**json.loads(record_file.read_text()), "executed_as": run.record["executed_as"]}))
     assert site.record_of(record_file.parent).describe() == "NVIDIA H200, driver 580.1, 2026-11-25 (every chapter notebook in turn in one kernel)"
+
+
+def test_executed_copies_name_no_machine_paths():
+    """Warnings and tracebacks in an executed copy name the machine's paths: the record keeps names instead."""
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("1 / 0")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text=f"{ROOT}/gpucourse/x.py:3: Warning\n"),
+                    nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue=f"in {ROOT}/y.py",
+                                           traceback=[f"File {ROOT}/gpucourse/z.py:1"]),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": f"'{ROOT}'"}, execution_count=1)]
+    notebook.cells.append(cell)
+    gpu_ci.scrub_outputs(notebook, lambda text: text.replace(str(ROOT), "."))
+    assert str(ROOT) not in json.dumps(notebook) and "./gpucourse/z.py" in notebook.cells[0].outputs[1]["traceback"][0]

@@ -162,3 +162,11 @@ def test_devices_program_places_two_ranks():
     if gpucourse.on_gpu():  # each rank saw the allocations on its own device, one rank's turn after the other
         shared = count == 1
         assert result["arrays_seen"] == ([[1, 2], [1, 2]] if shared else [[1, 1], [0, 1]])
+
+
+def test_the_result_line_is_found_after_a_colour_code():
+    """On an H200 a rank printed a colour reset just before rank 0's result line: the result must still be read."""
+    out = ("host: 2 ranks, 16384 x 16384 float32: verified, 109.643 ms, 19.6 GB/s\n"
+           f"\x1b[0m{mpi.RESULT_MARKER}" + '{"method": "host", "verified": true}\n\x1b[0m\n')
+    assert mpi.result_of(out) == {"method": "host", "verified": True}
+    assert mpi.result_of("no result here\n") == {}

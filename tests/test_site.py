@@ -242,6 +242,12 @@ def test_each_page_shows_the_gpu_record_where_its_code_is_current(tmp_path):
     assert not b.gpu and b.executed == tmp_path / "here" / "01_x" / "02_b.ipynb"
     assert "**Simulator build**" in b.note and "holds older code of this notebook" in b.note
     assert "(../../measurements/README.md)" in a.note and "(../../measurements/README.md)" in b.note  # links from chapters/NN_name/
+    copy_a = record.executed / "01_x" / "01_a.ipynb"  # a recorded run that stopped at an error is not shown either
+    stopped = json.loads(copy_a.read_text())
+    stopped["cells"][0]["outputs"].append({"output_type": "error", "ename": "MPIProblem", "evalue": "no result", "traceback": []})
+    copy_a.write_text(json.dumps(stopped))
+    a = site.sources(site.chapters(root), record, tmp_path / "here", "measurements/README.md")[root / "chapters" / "01_x" / "01_a.ipynb"]
+    assert not a.gpu and "holds a run of it that stopped at an error" in a.note
     assert site.gpu_record(tmp_path / "nothing") is None
     assert site.banner_device({"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {
         "text/html": "<b>GPU MODE: kernels run on NVIDIA H100 80GB HBM3.</b><br>"}}]}]}) == "NVIDIA H100 80GB HBM3"

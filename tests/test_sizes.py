@@ -162,6 +162,17 @@ def test_sizes_follow_memory_l2_and_bandwidth():
     assert len(sizes.problem_size("ch3_strides", profile=PROFILES["RTX 4060"])) < 32  # the stride sweep shortened to fit 8 GB
 
 
+def test_an_h200_emulating_small_cards_gets_every_size():
+    """A large L2 beside little memory (an H200 run with GPUCOURSE_DEVICE_MEMORY): no real card is so, and every size still fits."""
+    from dataclasses import replace
+
+    for gib in (8, 16):
+        card = replace(PROFILES["H200"], name=f"H200 as {gib} GiB", memory_bytes=gib * 2**30, l2_bytes=60 * 2**20)
+        chosen = sizes.sizes_for(card)  # on the H200, 3.2's stride sweep once asked for 6.3 GiB of a 4 GiB share
+        assert 4 in chosen["ch3_strides"] and 4 * sizes.problem_size("ch3_coalescing", profile=card) >= 4 * card.l2_bytes
+        assert 12 * chosen["ch3_coalescing"] * (1 + max(chosen["ch3_strides"])) <= sizes.memory_for_notebook(card)
+
+
 def test_a_profile_that_cannot_be_served_is_refused():
     tiny = DeviceProfile("tiny", 2 * 10**9, 256 * 2**20, 300.0)  # a 256 MiB L2 on a 2 GB card
     with pytest.raises(sizes.SizeConflict, match="tiny: ch3_coalescing cannot stay 4 x beyond"):

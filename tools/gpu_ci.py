@@ -59,7 +59,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -577,11 +577,27 @@ def figure_settings(run: Run) -> Path:
     return settings
 
 
+def scrub_outputs(notebook, scrub: Callable[[str], str]) -> None:
+    """Put the text of every output through `scrub` (warnings and tracebacks name the machine's paths)."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = scrub("".join(output["text"]))
+            if "traceback" in output:
+                output["traceback"] = [scrub(line) for line in output["traceback"]]
+            if "evalue" in output:
+                output["evalue"] = scrub(output["evalue"])
+            for kind in ("text/plain", "text/html", "text/markdown"):
+                if kind in output.get("data", {}):
+                    output["data"][kind] = scrub("".join(output["data"][kind]))
+
+
 def save_executed(run: Run, path: Path, notebook) -> None:
     """Keep the executed copy of chapter notebook `path` in OUT/executed/<chapter>/, stamped with its source's hash for the website."""
     import nbformat
 
     strip_for_record(notebook)
+    scrub_outputs(notebook, run.scrub)
     notebook.metadata["gpucourse_site"] = {"source_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     copy = run.out / "executed" / path.parent.name / path.name
     copy.parent.mkdir(parents=True, exist_ok=True)

@@ -128,8 +128,7 @@ class MPIRun:
     @property
     def lines(self) -> list[str]:
         """What the ranks printed, without the result line."""
-        text = re.sub(r"\x1b\[[0-9;]*m", "", self.stdout)  # colour codes some libraries print
-        return [line for line in text.splitlines() if line.strip() and not line.startswith(RESULT_MARKER)]
+        return [line for line in plain_lines(self.stdout) if line.strip() and not line.startswith(RESULT_MARKER)]
 
     def check(self) -> MPIRun:
         """Raise MPIProblem with the end of the output if the run failed or reported no result; return self."""
@@ -164,6 +163,20 @@ def command_for(launcher: Launcher, module: str, ranks: int, args: Sequence[str]
     return [launcher.path, "-n", str(ranks), *flags, sys.executable, "-m", module, *map(str, args)]
 
 
+def plain_lines(text: str) -> list[str]:
+    """The lines of a rank's output without the colour codes some libraries print (on a GPU one came before the result line)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()
+
+
+def result_of(stdout: str) -> dict:
+    """Rank 0's result: the JSON after the last RESULT_MARKER that starts a line (colour codes removed); {} if none."""
+    result = {}
+    for line in plain_lines(stdout):
+        if line.startswith(RESULT_MARKER):
+            result = json.loads(line[len(RESULT_MARKER):])
+    return result
+
+
 def run_program(module: str, ranks: int, args: Sequence[str] = (), *, timeout_s: float = 300.0,
                 env: dict[str, str] | None = None, check: bool = True) -> MPIRun:
     """Start `ranks` ranks of `python -m module args` with the MPI launcher, wait, and return the run (checked unless check=False)."""
@@ -174,11 +187,7 @@ def run_program(module: str, ranks: int, args: Sequence[str] = (), *, timeout_s:
     except subprocess.TimeoutExpired as exc:
         raise MPIProblem(f"`{' '.join(command)}` did not finish in {timeout_s:.0f} s (a rank waiting for a message that never "
                          f"comes?). Output so far:\n{exc.stdout or ''}{exc.stderr or ''}") from exc
-    result = {}
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            result = json.loads(line[len(RESULT_MARKER):])
-    run = MPIRun(command, done.returncode, done.stdout, done.stderr, result)
+    run = MPIRun(command, done.returncode, done.stdout, done.stderr, result_of(done.stdout))
     return run.check() if check else run
 
 
