@@ -131,6 +131,21 @@ def heat_steps_shared_kernel(tile: int, steps: int, dtype_name: str) -> object:
 WARP_COLUMNS = 30
 
 
+@device_function
+def step_near_boundary(u, u_new, i, j0, nx, ny, rows, d, four):
+    """The tuned one-step kernels' slow path: column i, rows j0 ... j0 + rows - 1 of flat meshes, each point tested, the boundary copied."""
+    row = nonneg(nx)
+    o = nonneg(u32(j0 * nx + i))
+    for k in range(rows):
+        j = j0 + k
+        if j < ny:
+            x = u[o]
+            if 0 < i and i + 1 < nx and 0 < j and j + 1 < ny:
+                x = heat_update(x, u[o - row], u[o - ONE], u[o + ONE], u[o + row], d, four)
+            u_new[o] = x
+        o += row
+
+
 @functools.cache
 def heat_step_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> object:
     """One step, `rows` points per thread down a column (rows j0 ... j0 + rows - 1), the window in registers.
@@ -174,15 +189,7 @@ def heat_step_rows_kernel(rows: int, dtype_name: str, shuffles: bool = True) -> 
                     u_new[o] = new[k]
                     o += row
         elif 0 < lane and lane < 31 and 0 <= i and i < nx:  # a column or rows of the boundary nearby: each point tested
-            o = nonneg(u32(j0 * nx + i))
-            for k in range(R):
-                j = j0 + k
-                if j < ny:
-                    x = u[o]
-                    if 0 < i and i + 1 < nx and 0 < j and j + 1 < ny:
-                        x = heat_update(x, u[o - row], u[o - ONE], u[o + ONE], u[o + row], d, four)
-                    u_new[o] = x
-                o += row
+            step_near_boundary(u, u_new, i, j0, nx, ny, R, d, four)
 
     return heat_step_rows
 
@@ -219,14 +226,7 @@ def _heat_step_loads_kernel(rows: int, dtype_name: str) -> object:
                 u_new[o] = heat_update(centre[k + 1], centre[k], west[k], east[k], centre[k + 2], d, four)
                 o += row
         else:                           # a column or rows of the boundary: each point tested, the boundary copied
-            for k in range(R):
-                j = j0 + k
-                if j < ny:
-                    x = u[o]
-                    if 0 < i and i + 1 < nx and 0 < j and j + 1 < ny:
-                        x = heat_update(x, u[o - row], u[o - ONE], u[o + ONE], u[o + row], d, four)
-                    u_new[o] = x
-                o += row
+            step_near_boundary(u, u_new, i, j0, nx, ny, R, d, four)
 
     return heat_step_rows
 
