@@ -136,7 +136,7 @@ def configuration() -> dict:
     from .kernels import spectral as kspace
 
     return {"jacobi": {method: {"block": list(block), "rows": rows} for method, (block, rows) in laplace.TUNED.items()},
-            "jacobi_global_shuffles": laplace.TUNED_SHUFFLES,
+            "jacobi_shuffles": dict(laplace.SHUFFLES),
             "heat_step": {"block": list(heat.TUNED_STEP[0]), "rows": heat.TUNED_STEP[1], "shuffles": heat.TUNED_STEP[2]},
             "heat_steps": {"steps": heat.BLOCKED_STEPS, "columns, height, warps": list(heat.BLOCKED_TILE["gpu"])},
             "kspace_poisson": {"block": list(kspace.TUNED_BLOCK), "rows": kspace.ROWS}}

@@ -88,6 +88,14 @@ def test_gpu_only_paths():
         got = gpucourse.to_host(target)
         np.testing.assert_allclose(got, fd.jacobi_step_reference(source_host), atol=4e-7)
         assert np.array_equal(got, book), f"{method} differs from the book's global sweep"
+    source = gpucourse.to_device(source_host)
+    for options in (dict(shuffles=True), dict(shuffles=False), dict(block=(64, 2), rows=5, shuffles=True),
+                    dict(block=(32, 3), rows=1, shuffles=True), dict(block=(16, 4), rows=7, shuffles=False)):
+        target = gpucourse.to_device(poisoned_interior(source_host))
+        laplace.jacobi_readonly(source, target, **options)
+        assert np.array_equal(gpucourse.to_host(target), book), f"the read-only sweep with {options} differs from the book's"
+    with pytest.raises(LaunchConfigError, match="multiple of 32"):
+        laplace.jacobi_readonly(source, target, block=(16, 4), shuffles=True)
     with pytest.raises(LaunchConfigError, match="multiple of"):
         laplace.TextureReader(gpucourse.to_device(np.zeros((8, 13), np.float32)))
 

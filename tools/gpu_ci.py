@@ -348,7 +348,16 @@ def _gpu_ci_probe():
         found["simulated_arrays"] = len(live)
     else:
         from numba import cuda
-        cuda.current_context().deallocations.clear()  # Numba frees device memory in batches: now
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+        from gpucourse import emulation
+        context = cuda.current_context()
+        context.deallocations.clear()  # Numba frees device memory in batches: now
+        held = sum(record.held_bytes for record in emulation.BALLAST)  # the emulated card's ballast is no leak
+        found["numba_live_bytes"] = sum(m.size for m in list(context.memory_manager.allocations.values())) - held
+        if found["numba_live_bytes"] > 64 * 2**20:  # who holds the largest Numba arrays still alive
+            arrays = sorted((o for o in gc.get_objects() if isinstance(o, DeviceNDArray)), key=lambda o: -o.nbytes)[:3]
+            found["largest_numba_arrays"] = [{"shape": list(o.shape), "bytes": int(o.nbytes), "held_by": _holders(o, arrays)}
+                                             for o in arrays]
         if "cupy" in sys.modules:
             import cupy
             cupy.fft.config.get_plan_cache().clear()  # CuPy's own FFT plans (a notebook may call cupy.fft)
@@ -356,11 +365,26 @@ def _gpu_ci_probe():
             pool.free_all_blocks()
             cupy.get_default_pinned_memory_pool().free_all_blocks()
             found["cupy_live_bytes"] = pool.used_bytes()
-        free, total = cuda.current_context().get_memory_info()
+            runtime = cupy.cuda.runtime
+            found["stack_bytes_per_thread"] = runtime.deviceGetLimit(runtime.cudaLimitStackSize)  # local memory kept for the threads
+        free, total = context.get_memory_info()
         found["context_used_bytes"] = total - free
     print("GPU_CI_MEMORY", json.dumps(found))
+def _holders(obj, ignore):  # a few words on what refers to obj: dict keys with their owner's type, else the referrer's type
+    import gc, types
+    words = []
+    for referrer in gc.get_referrers(obj):
+        if referrer is ignore or isinstance(referrer, types.FrameType):
+            continue
+        if isinstance(referrer, dict):
+            keys = [str(k) for k, v in referrer.items() if v is obj][:2]
+            owners = [type(o).__name__ for o in gc.get_referrers(referrer) if o is not ignore and not isinstance(o, types.FrameType)][:2]
+            words.append(f"dict{keys} of {owners}")
+        else:
+            words.append(type(referrer).__name__)
+    return words[:6]
 _gpu_ci_probe()
-del _gpu_ci_probe
+del _gpu_ci_probe, _holders
 """
 
 HISTORY_PROBE = r"""

@@ -92,7 +92,7 @@ def checks(shape: tuple[int, int]) -> None:
         variants = [(None, None, None)]
         if not method.endswith("_book"):
             variants = [(None, None, None), ((32, 8), 8, None), ((32, 2), 5, None)]
-        if method == "global":
+        if method in laplace.SHUFFLES:  # the loads variant beside the shuffles (the default)
             variants += [((32, 4), 16, False), ((16, 4), 7, False)]
         for block, rows, shuffles in variants:
             a = gpucourse.to_device(rng_host)
@@ -195,7 +195,8 @@ def explore(shape: tuple[int, int], copy_gbs: float) -> None:
     tiles = {"global": [((128, 1), 16, True), ((256, 1), 16, True), ((256, 1), 8, True), ((128, 2), 8, True),
                         ((32, 2), 16, False), ((128, 1), 16, False)],
              "shared": [((128, 1), 16, None), ((256, 1), 16, None), ((64, 2), 16, None)],
-             "readonly": [((32, 2), 16, None), ((128, 1), 16, None)],
+             "readonly": [((128, 1), 16, False), ((128, 1), 16, True), ((128, 2), 8, True), ((256, 1), 8, True),
+                          ((256, 1), 16, True)],
              "texture": [((32, 2), 32, None), ((32, 4), 32, None)]}  # the tuned texture sweep needs blocks 32 threads wide
     for method, choices in tiles.items():
         for block, rows, shuffles in choices:
@@ -254,8 +255,8 @@ def choose_defaults() -> None:
         if f"jacobi {method}" in best:
             block, rows, shuffles = best[f"jacobi {method}"]
             laplace.TUNED[method] = (tuple(block), rows)
-            if method == "global":
-                laplace.TUNED_SHUFFLES = bool(shuffles)
+            if method in laplace.SHUFFLES:
+                laplace.SHUFFLES[method] = bool(shuffles)
     if "heat global" in best:
         block, rows, shuffles = best["heat global"]
         heat.TUNED_STEP = (tuple(block), rows, bool(shuffles))
@@ -288,7 +289,7 @@ import gpucourse
 from gpucourse.kernels import heat, laplace
 from gpucourse.kernels import spectral as kspace
 laplace.TUNED.update({{m: (tuple(b), r) for m, (b, r) in {tuned}.items()}})
-laplace.TUNED_SHUFFLES = {shuffles}
+laplace.SHUFFLES.update({shuffles})
 heat.TUNED_STEP = {step}
 heat.BLOCKED_TILE["gpu"] = {tile}
 kspace.TUNED_BLOCK, kspace.ROWS = {kblock}, {krows}
@@ -322,7 +323,7 @@ def nsight(out: Path, shape: tuple[int, int], steps: int) -> None:
     from gpucourse.kernels import spectral
 
     code = NCU_CODE.format(shape=tuple(shape), steps=steps, tuned={m: (list(b), r) for m, (b, r) in laplace.TUNED.items()},
-                           shuffles=laplace.TUNED_SHUFFLES, step=tuple(heat.TUNED_STEP), tile=tuple(heat.BLOCKED_TILE["gpu"]),
+                           shuffles=dict(laplace.SHUFFLES), step=tuple(heat.TUNED_STEP), tile=tuple(heat.BLOCKED_TILE["gpu"]),
                            kblock=tuple(spectral.TUNED_BLOCK), krows=spectral.ROWS)
     run = profiler.profile(code, NCU_KERNELS, keep_log=out / "ncu_raw.csv", timeout_s=400)
     log(run)

@@ -55,10 +55,11 @@ FULL_MASK = 0xFFFFFFFF
 #: The tuned kernels' (threads per block (x, y), rows each thread computes), by method: the fastest of the variants
 #: measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md). Read at each new plan.
 TUNED = {"global": ((128, 2), 8), "shared": ((128, 1), 16), "readonly": ((128, 1), 16), "texture": ((32, 2), 32)}
-#: Whether the tuned global sweep takes its x-neighbours from warp shuffles. On the H200 (8192^2 float32), shuffles on
-#: 128 x 2 blocks reached 0.89 of the copy; loading them (three loads a row, two from the L1 cache) 0.83: the queue of
-#: memory instructions fills (Nsight Compute's lg_throttle), and a shuffle takes two of the three loads out of it.
-TUNED_SHUFFLES = True
+#: Whether the tuned global and read-only sweeps take their x-neighbours from warp shuffles, by method. On the H200
+#: (8192^2 float32), the global sweep with shuffles on 128 x 2 blocks reached 0.89 of the copy; loading them (three loads
+#: a row, two from the L1 cache) 0.83: the queue of memory instructions fills (Nsight Compute's lg_throttle), and a
+#: shuffle takes two of the three loads out of it. Read at each new plan.
+SHUFFLES = {"global": True, "readonly": True}
 
 
 def weights(dtype) -> tuple:
@@ -388,6 +389,48 @@ extern "C" __global__ void jacobi_readonly_rows(const float* __restrict__ a, flo
     }
 }
 
+// The read-only path with the x-neighbours from the lanes beside: each warp loads 32 neighbouring columns (one __ldg a
+// row) and writes the 30 inner ones; neighbouring warps overlap by two columns (blockDim.x a multiple of 32). Every
+// shuffle comes before any branch that depends on the lane; warps near the mesh's edges take a checked path.
+extern "C" __global__ void jacobi_readonly_warp(const float* __restrict__ a, float* __restrict__ a_new, int nx, int ny,
+                                                float edge, float corner)
+{
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    const int first = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * WARP_COLUMNS - 1;   // lane 0's column
+    const int i = first + lane;
+    const int j0 = 1 + (blockIdx.y * blockDim.y + threadIdx.y) * ROWS;
+    if (j0 >= ny - 1) return;                          // the same j0 for the whole warp
+    if (first >= 0 && first + 32 <= nx && j0 + ROWS < ny) {
+        const float* p = a + ((j0 - 1) * nx + i);      // (j0 - 1, i): the window's first row
+        float centre[ROWS + 2], fresh[ROWS];
+#pragma unroll
+        for (int k = 0; k < ROWS + 2; ++k)             // every load first: one a row
+            centre[k] = __ldg(p + k * nx);
+        float west_above = __shfl_up_sync(full, centre[0], 1), east_above = __shfl_down_sync(full, centre[0], 1);
+        float west_here = __shfl_up_sync(full, centre[1], 1), east_here = __shfl_down_sync(full, centre[1], 1);
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) {               // a sliding window: each shuffled value serves three rows
+            const float west_below = __shfl_up_sync(full, centre[k + 2], 1), east_below = __shfl_down_sync(full, centre[k + 2], 1);
+            fresh[k] = jacobi_update(centre[k], west_here, east_here, centre[k + 2], west_above, east_above, west_below, east_below,
+                                     edge, corner);
+            west_above = west_here; east_above = east_here; west_here = west_below; east_here = east_below;
+        }
+        if (lane > 0 && lane < 31) {                   // after every shuffle: the lanes may part here
+            float* q = a_new + (j0 * nx + i);
+#pragma unroll
+            for (int k = 0; k < ROWS; ++k)
+                q[k * nx] = fresh[k];
+        }
+    } else if (lane > 0 && lane < 31 && i >= 1 && i < nx - 1) {   // near an edge of the mesh: each point on its own
+        const float* p = a + (j0 * nx + i);
+        float* q = a_new + (j0 * nx + i);
+        for (int k = 0; k < ROWS && j0 + k < ny - 1; ++k, p += nx, q += nx)
+            *q = jacobi_update(__ldg(p - nx), __ldg(p - 1), __ldg(p + 1), __ldg(p + nx),
+                               __ldg(p - nx - 1), __ldg(p - nx + 1), __ldg(p + nx - 1), __ldg(p + nx + 1), edge, corner);
+    }
+}
+
 // Textures: one fetch per point, the x-neighbours from the lanes beside by warp shuffles (blockDim.x == 32);
 // lane 0 and lane 31 fetch the one they lack. Coordinates past the mesh are clamped by the texture, so every
 // lane runs every fetch and every shuffle; only the stores test the mesh.
@@ -484,10 +527,10 @@ def jacobi_global(a, a_new, block: tuple[int, int] | None = None, rows: int | No
     """One Jacobi sweep a -> a_new (interior only) from global memory, `rows` points per thread (C-contiguous meshes).
 
     `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
-    Unset options take TUNED["global"] and TUNED_SHUFFLES.
+    Unset options take TUNED["global"] and SHUFFLES["global"].
     """
     block, rows = tuned_options("global", block, rows)
-    shuffles = TUNED_SHUFFLES if shuffles is None else shuffles
+    shuffles = SHUFFLES["global"] if shuffles is None else shuffles
     dtype = _check(a, a_new)
     check_32bit(a.shape)
     rows = check_rows(rows)
@@ -522,7 +565,7 @@ def cuda_c_module(rows: int | None = None):
 @functools.cache
 def _cuda_c_module(rows: int):
     cupy = require_cupy("The texture and read-only Jacobi kernels (CUDA C through CuPy)")
-    return cupy.RawModule(code=JACOBI_CUDA_C, options=(f"-DROWS={rows}",))
+    return cupy.RawModule(code=JACOBI_CUDA_C, options=(f"-DROWS={rows}", f"-DWARP_COLUMNS={WARP_COLUMNS}"))
 
 
 def texture_pitch_alignment() -> int:
@@ -608,16 +651,25 @@ def jacobi_readonly_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
 
 
 @planned
-def jacobi_readonly(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None):
-    """One Jacobi sweep reading a through the read-only data cache (__ldg), `rows` points per thread (float32, GPU only)."""
+def jacobi_readonly(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None, shuffles: bool | None = None):
+    """One Jacobi sweep reading a through the read-only data cache (__ldg), `rows` points per thread (float32, GPU only).
+
+    `shuffles`: x-neighbours from the lanes beside (one load a row); False: loaded too (three loads a row).
+    Unset options take TUNED["readonly"] and SHUFFLES["readonly"].
+    """
     block, rows = tuned_options("readonly", block, rows)
+    shuffles = SHUFFLES["readonly"] if shuffles is None else shuffles
     views = _readonly_views(a, a_new)
     rows = check_rows(rows)
     check_32bit(a.shape)
     blocks, threads = rows_grid(tuple(a.shape), block, rows)
     ny, nx = a.shape
+    if shuffles:
+        check_warp_rows(threads)
+        blocks = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * threads[0] // 32), blocks[1]))
     args = (*views, np.int32(nx), np.int32(ny), *weights(np.float32))
-    return CuPyLaunch(cuda_c_module(rows).get_function("jacobi_readonly_rows"), blocks, threads, args)
+    name = "jacobi_readonly_warp" if shuffles else "jacobi_readonly_rows"
+    return CuPyLaunch(cuda_c_module(rows).get_function(name), blocks, threads, args)
 
 
 # ---------------------------------------------------------------------------------------------
