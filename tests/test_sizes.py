@@ -370,6 +370,19 @@ def test_the_ballast_is_made_once_per_process(monkeypatch):
     assert gpu.allocated == [64 * GiB]
 
 
+def test_pending_frees_are_sized_for_the_card_left():
+    class Pending:
+        memory_capacity = 141 * GiB
+
+    class Manager:
+        deallocations = Pending()
+
+    manager = Manager()
+    emulation.size_pending_frees(manager, 8 * GiB)
+    assert manager.deallocations.memory_capacity == 8 * GiB
+    emulation.size_pending_frees(object(), 8 * GiB)  # a memory manager without Numba's batch: nothing to size
+
+
 def test_banner_words():
     held = [emulation.Ballast("0000:1a:00.0", 140 * GiB, 132 * GiB)]
     on_gpu = emulation.describe(8 * GiB, simulated=False, ballast=held)
@@ -399,13 +412,14 @@ def test_an_emulated_card_on_a_gpu_refuses_what_would_not_fit_it():
     if mode.is_simulator():  # no GPU memory here: the variable changes only what is reported (the test above)
         assert gpucourse.current_device().simulated and emulation.BALLAST == []
         return
-    code = ("import gpucourse, cupy; from gpucourse import emulation; free, total = cupy.cuda.runtime.memGetInfo(); "
-            "print(free, total, emulation.BALLAST[0].held_bytes); "
+    code = ("import gpucourse, cupy; from gpucourse import emulation; from numba import cuda; free, total = cupy.cuda.runtime.memGetInfo(); "
+            "print(free, total, emulation.BALLAST[0].held_bytes, cuda.current_context().memory_manager.deallocations.memory_capacity); "
             "ok = True\ntry:\n    cupy.empty(9 * 2**30, dtype=cupy.uint8)\nexcept cupy.cuda.memory.OutOfMemoryError:\n    ok = False\nprint(ok)")
     done = run_python(code, GPUCOURSE_DEVICE_MEMORY="8GiB")
     assert done.returncode == 0, done.stderr
     numbers, allocated = done.stdout.split("\n")[:2]
-    free, total, held = (int(v) for v in numbers.split())
+    free, total, held, pending_capacity = (int(v) for v in numbers.split())
+    assert pending_capacity == total - held  # Numba's batch of pending frees is sized for the card left, not the real one
     assert held > 0  # the ballast: the whole card beyond 8 GiB, or (other tests hold memory too) all but 8 GiB less a context
     assert free < 8 * GiB  # what is left: no more than an 8 GiB card has
     assert allocated == "False"  # 9 GiB do not fit an 8 GiB card, so they do not fit here either

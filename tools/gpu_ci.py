@@ -351,7 +351,10 @@ def _gpu_ci_probe():
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
         from gpucourse import emulation
         context = cuda.current_context()
-        context.deallocations.clear()  # Numba frees device memory in batches: now
+        pending = context.memory_manager.deallocations  # Numba frees device arrays in batches (of 10, or 20 % of the card)
+        found["numba_pending_frees"] = len(pending)
+        pending.clear()                # ... now
+        context.deallocations.clear()  # and its streams, events and modules
         held = sum(record.held_bytes for record in emulation.BALLAST)  # the emulated card's ballast is no leak
         found["numba_live_bytes"] = sum(m.size for m in list(context.memory_manager.allocations.values())) - held
         if found["numba_live_bytes"] > 64 * 2**20:  # who holds the largest Numba arrays still alive

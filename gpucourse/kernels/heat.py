@@ -60,7 +60,7 @@ TUNED_STEP = ((256, 1), 8, True)
 #: The tuned multi-step kernel: steps per launch, and (columns per lane, rows each warp writes, warps per block)
 #: on a GPU and in the simulator (where every idle lane of a warp is a Python thread).
 BLOCKED_STEPS = 8
-BLOCKED_TILE = {"gpu": (2, 56, 2), "simulator": (1, 4, 1)}
+BLOCKED_TILE = {"gpu": (4, 56, 4), "simulator": (1, 4, 1)}
 #: Rows the multi-step kernel loads before it uses any (loads in flight per lane: CHUNK * columns).
 CHUNK = 8
 #: Every lane of a warp takes part in the shuffles.

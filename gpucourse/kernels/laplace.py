@@ -54,7 +54,7 @@ BOOK_BLOCK = (32, 16)
 FULL_MASK = 0xFFFFFFFF
 #: The tuned kernels' (threads per block (x, y), rows each thread computes), by method: the fastest of the variants
 #: measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md). Read at each new plan.
-TUNED = {"global": ((128, 2), 8), "shared": ((128, 1), 16), "readonly": ((128, 1), 16), "texture": ((32, 2), 32)}
+TUNED = {"global": ((128, 2), 8), "shared": ((128, 1), 16), "readonly": ((128, 2), 8), "texture": ((32, 2), 32)}
 #: Whether the tuned global and read-only sweeps take their x-neighbours from warp shuffles, by method. On the H200
 #: (8192^2 float32), the global sweep with shuffles on 128 x 2 blocks reached 0.89 of the copy; loading them (three loads
 #: a row, two from the L1 cache) 0.83: the queue of memory instructions fills (Nsight Compute's lg_throttle), and a
