@@ -186,6 +186,26 @@ def test_calls_merge_into_one_record_of_one_commit(tmp_path):
         gpu_ci.merge([first, other])
 
 
+def test_a_step_left_incomplete_goes_on_in_a_later_call(tmp_path):
+    def row(name, error=""):
+        return {"notebook": f"chapters/07_fft/{name}.ipynb", "seconds": 1.0, "cells": 3, "peak_bytes": 1, "end_bytes": 1, "error": error}
+
+    names = [f"0{k}_n" for k in range(1, 5)]
+    first = gpu_ci.chapters_result([row(n) for n in names[:2]], [f"chapters/07_fft/{n}.ipynb" for n in names[2:]])
+    second = gpu_ci.chapters_result([row(n) for n in names], [])  # --chapter 7: the two run before are run again
+    assert first["status"] == "incomplete"
+    calls = [fake_call(tmp_path / "a", steps={"chapters": {**first, "seconds": 5}}),
+             fake_call(tmp_path / "b", started="2026-11-25T10:20:00+00:00", steps={"chapters": {**second, "seconds": 2}})]
+    merged = gpu_ci.merge(calls)["steps"]["chapters"]
+    assert merged["status"] == "ok" and merged["counts"]["notebooks"] == 4 and merged["not_run"] == [] and merged["seconds"] == 7
+    failing = gpu_ci.chapters_result([row(names[2], error="ValueError: x")], [])
+    calls[1]["steps"]["chapters"] = {**failing, "seconds": 1}
+    merged = gpu_ci.merge(calls)["steps"]["chapters"]
+    assert merged["status"] == "failed" and merged["not_run"] == ["chapters/07_fft/04_n.ipynb"]
+    calls[0]["steps"]["chapters"] = {**second, "seconds": 1}  # a step finished before: the later call's alone
+    assert gpu_ci.merge(calls)["steps"]["chapters"]["counts"]["notebooks"] == 1
+
+
 def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
     chapters = {"status": "ok", "counts": {"notebooks": 1}, "notebooks": [
         {"notebook": "chapters/01_introduction/01_first_kernels.ipynb", "seconds": 9.5, "cells": 14, "peak_bytes": 2**30,

@@ -1031,12 +1031,31 @@ def merge(records: list[dict]) -> dict:
     merged = {**ordered[0], "calls": [call for r in ordered for call in r["calls"]], "steps": {}}
     for record in ordered:
         for name, step in record["steps"].items():
-            merged["steps"][name] = step
+            merged["steps"][name] = combine(name, merged["steps"][name], step) if name in merged["steps"] else step
     merged["date"] = ordered[0]["date"]
     kept = [r["executed_as"] for r in ordered if r.get("executed_as")]
     if kept:  # the executed copies filed are the last call's that kept any (read_calls copies them in this order)
         merged["executed_as"] = kept[-1]
     return merged
+
+
+def combine(name: str, earlier: dict, later: dict) -> dict:
+    """A step that one call left incomplete and a later call went on with: the notebooks of both (the later run of each).
+
+    Other steps, and a step the earlier call finished, are the later call's alone.
+    """
+    if earlier.get("status") != "incomplete" or name not in ("chapters", "solutions", "solutions-small"):
+        return later
+    by_notebook = {row["notebook"]: row for row in earlier["notebooks"]} | {row["notebook"]: row for row in later["notebooks"]}
+    rows = [by_notebook[n] for n in sorted(by_notebook)]
+    stopped = [n for n in dict.fromkeys(earlier["not_run"] + later["not_run"]) if n not in by_notebook]
+    if name == "chapters":
+        result = chapters_result(rows, stopped)
+    else:
+        options = argparse.Namespace(check_runs=later["check_runs"], small_card=later["small_card"])
+        result = solutions_result(rows, stopped, later["notebooks_at_a_time"], options, small=name == "solutions-small")
+    result["seconds"] = round(earlier.get("seconds", 0) + later.get("seconds", 0), 1)
+    return result
 
 
 def read_calls(sources: list[Path], into: Path | None = None) -> list[dict]:
