@@ -147,8 +147,16 @@ def record_of(folder: Path) -> GpuRecord:
 
 def gpu_record(records: Path = ROOT / "measurements") -> GpuRecord | None:
     """The newest recorded GPU run with executed notebooks under records/gpu_ci/, or None."""
-    runs = sorted(p for p in (records / "gpu_ci").glob("*") if re.match(r"^\d{4}-\d{2}-\d{2}_", p.name) and (p / "executed").is_dir())
-    return record_of(runs[-1]) if runs else None  # the names start with the date: the newest is last
+    runs = sorted((p for p in (records / "gpu_ci").glob("*") if re.match(r"^\d{4}-\d{2}-\d{2}_", p.name) and (p / "executed").is_dir()),
+                  key=_recorded_at)
+    return record_of(runs[-1]) if runs else None
+
+
+def _recorded_at(folder: Path) -> tuple[str, str]:
+    """When a GPU record was made: its date (the name starts with it), then the start of its last call (two runs of one day)."""
+    meta = json.loads((folder / "gpu_ci.json").read_text()) if (folder / "gpu_ci.json").exists() else {}
+    calls = [call.get("started") or "" for call in meta.get("calls", [])]
+    return folder.name[:10], max(calls, default="")
 
 
 @dataclass(frozen=True)

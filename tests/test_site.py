@@ -234,6 +234,12 @@ def test_each_page_shows_the_gpu_record_where_its_code_is_current(tmp_path):
     records = make_records(tmp_path / "measurements", tmp_path / "here", stale=root / "chapters" / "01_x" / "02_b.ipynb")
     older = records / "gpu_ci" / "2026-11-01_h100" / "executed"
     shutil.copytree(records / "gpu_ci" / "2026-11-25_h200" / "executed", older)  # an older run: not the one shown
+    earlier_today = records / "gpu_ci" / "2026-11-25_h200_4e86b34"  # a run of the same day, named after its commit
+    shutil.copytree(records / "gpu_ci" / "2026-11-25_h200", earlier_today)
+    meta = json.loads((earlier_today / "gpu_ci.json").read_text())
+    (earlier_today / "gpu_ci.json").write_text(json.dumps({**meta, "calls": [{"started": "2026-11-25T01:00:00+00:00"}]}))
+    latest = json.loads((records / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.json").read_text())
+    (records / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.json").write_text(json.dumps({**latest, "calls": [{"started": "2026-11-25T05:00:00+00:00"}]}))
     record = site.gpu_record(records)
     assert record.folder.name == "2026-11-25_h200" and record.describe() == "NVIDIA H200, driver 570.124.06, 2026-11-25"
     pages = site.sources(site.chapters(root), record, tmp_path / "here", "measurements/README.md")
