@@ -48,7 +48,7 @@ from ..validate import (
     check_shared_memory,
     check_threads_per_block,
 )
-from .indexing import ONE, check_32bit, flat, u32
+from .indexing import ONE, WARP_COLUMNS, check_32bit, check_rows, column_blocks, flat, u32
 from .stencil import nonneg
 
 #: Largest d = k dt / h^2 for which the explicit 2D step is stable.
@@ -127,8 +127,6 @@ def heat_steps_shared_kernel(tile: int, steps: int, dtype_name: str) -> object:
 # The tuned kernels
 
 
-#: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
-WARP_COLUMNS = 30
 
 
 @device_function
@@ -386,15 +384,11 @@ def heat_step_global(u, u_new, d: float, block: tuple[int, int] | None = None, r
     shuffles = TUNED_STEP[2] if shuffles is None else shuffles
     dtype = _check(u, u_new, d)
     check_32bit(u.shape)
-    if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
-        raise LaunchConfigError(f"rows (points per thread down a column) must be an integer from 1 to 64; got {rows!r}")
+    rows = check_rows(rows)
     bx, by = check_threads_per_block(block)
-    if shuffles and bx % 32:
-        raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
-                                f"got {tuple(block)}, or pass shuffles=False")
     ny, nx = u.shape
-    grid = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * bx // 32 if shuffles else bx), blocks_to_cover(ny, by * rows)))
-    return bind(heat_step_rows_kernel(int(rows), dtype.name, bool(shuffles)), grid, (bx, by), flat(u), flat(u_new), np.uint32(nx),
+    grid = check_blocks((column_blocks(nx, bx, bool(shuffles)), blocks_to_cover(ny, by * rows)))
+    return bind(heat_step_rows_kernel(rows, dtype.name, bool(shuffles)), grid, (bx, by), flat(u), flat(u_new), np.uint32(nx),
                 np.uint32(ny), *_scalars(dtype, d))
 
 

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArrayArgumentError
+from ..errors import ArrayArgumentError, LaunchConfigError
 from ..simulation import device_function
+from ..validate import blocks_to_cover
 
 #: The offset one element further, as the unsigned 64-bit type that offsets have.
 ONE = np.uint64(1)
 
 #: Largest number of elements the 32-bit position arithmetic can address.
 MAX_POINTS_32BIT = 2**31 - 1
+
+#: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
+WARP_COLUMNS = 30
 
 
 @device_function
@@ -49,3 +53,20 @@ def flat(array):
         raise ArrayArgumentError("the tuned kernels read the array as one flat line: pass a C-contiguous array "
                                  "(numpy/cupy.ascontiguousarray), not a strided view")
     return array.reshape(int(np.prod(array.shape)))
+
+
+def check_rows(rows: int) -> int:
+    """Points per thread of the tuned kernels down a column: an integer from 1 to 64 (their loops are unrolled)."""
+    if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
+        raise LaunchConfigError(f"rows per thread (points down a column) must be an integer from 1 to 64; got {rows!r}")
+    return int(rows)
+
+
+def column_blocks(nx: int, threads_x: int, shuffles: bool) -> int:
+    """Blocks across `nx` columns: a column per thread, or with `shuffles` WARP_COLUMNS a warp (blocks of whole warps)."""
+    if not shuffles:
+        return blocks_to_cover(nx, threads_x)
+    if threads_x % 32:
+        raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
+                                f"got {threads_x}, or pass shuffles=False")
+    return blocks_to_cover(nx, WARP_COLUMNS * threads_x // 32)

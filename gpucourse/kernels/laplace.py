@@ -45,7 +45,7 @@ from ..validate import (
     check_threads_per_block,
     launch_2d,
 )
-from .indexing import ONE, check_32bit, flat, u32
+from .indexing import ONE, WARP_COLUMNS, check_32bit, check_rows, column_blocks, flat, u32
 from .stencil import nonneg
 
 #: The book's thread block: 32 x 16 threads (x, y).
@@ -136,10 +136,6 @@ def jacobi_shared_book_kernel(block_x: int, block_y: int, dtype_name: str) -> ob
 # 128-byte rows), rows j0 ... j0 + rows - 1 with j0 = 1 + (by * blockDim.y + y) * rows: the interior
 # rows, so a thread never starts on the boundary. Its window is rows j0 - 1 ... j0 + rows. Only the
 # last row of threads of the mesh has fewer rows to write; it takes the second, checked path.
-
-
-#: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
-WARP_COLUMNS = 30
 
 
 @functools.cache
@@ -483,18 +479,12 @@ def tuned_options(method: str, block: tuple[int, int] | None, rows: int | None) 
     return tuple(default_block if block is None else block), default_rows if rows is None else rows
 
 
-def check_rows(rows: int) -> int:
-    """Points per thread of the tuned kernels: a positive integer (they are unrolled: at most 64)."""
-    if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
-        raise LaunchConfigError(f"rows (points per thread down a column) must be an integer from 1 to 64; got {rows!r}")
-    return int(rows)
-
-
-def rows_grid(shape: tuple[int, int], block: tuple[int, int], rows: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(blocks, threads) of a tuned sweep: x across the columns, y across the interior rows, `rows` rows a thread."""
+def rows_grid(shape: tuple[int, int], block: tuple[int, int], rows: int,
+              shuffles: bool = False) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(blocks, threads) of a tuned sweep: x across the columns (WARP_COLUMNS a warp with `shuffles`), y across the interior rows."""
     bx, by = check_threads_per_block(block)
     ny, nx = shape
-    return check_blocks((blocks_to_cover(nx, bx), blocks_to_cover(ny - 2, by * rows))), (bx, by)
+    return check_blocks((column_blocks(nx, bx, shuffles), blocks_to_cover(ny - 2, by * rows))), (bx, by)
 
 
 @planned
@@ -515,13 +505,6 @@ def jacobi_shared_book(a, a_new, block: tuple[int, int] = BOOK_BLOCK):
     return bind(jacobi_shared_book_kernel(bx, by, dtype.name), blocks, threads, a, a_new, *weights(dtype))
 
 
-def check_warp_rows(block: tuple[int, int]) -> None:
-    """Kernels that take x-neighbours from the lanes beside need blocks whose rows are whole warps."""
-    if tuple(block)[0] % 32:
-        raise LaunchConfigError(f"the x-neighbours come from the lanes of a warp (shuffles): use a multiple of 32 threads along x; "
-                                f"got {tuple(block)}, or pass shuffles=False")
-
-
 @planned
 def jacobi_global(a, a_new, block: tuple[int, int] | None = None, rows: int | None = None, shuffles: bool | None = None):
     """One Jacobi sweep a -> a_new (interior only) from global memory, `rows` points per thread (C-contiguous meshes).
@@ -534,11 +517,8 @@ def jacobi_global(a, a_new, block: tuple[int, int] | None = None, rows: int | No
     dtype = _check(a, a_new)
     check_32bit(a.shape)
     rows = check_rows(rows)
-    blocks, threads = rows_grid(a.shape, block, rows)
+    blocks, threads = rows_grid(a.shape, block, rows, bool(shuffles))
     ny, nx = a.shape
-    if shuffles:
-        check_warp_rows(threads)
-        blocks = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * threads[0] // 32), blocks[1]))
     return bind(jacobi_global_rows_kernel(rows, dtype.name, bool(shuffles)), blocks, threads, flat(a), flat(a_new), np.uint32(nx),
                 np.uint32(ny), *weights(dtype))
 
@@ -662,11 +642,8 @@ def jacobi_readonly(a, a_new, block: tuple[int, int] | None = None, rows: int | 
     views = _readonly_views(a, a_new)
     rows = check_rows(rows)
     check_32bit(a.shape)
-    blocks, threads = rows_grid(tuple(a.shape), block, rows)
+    blocks, threads = rows_grid(tuple(a.shape), block, rows, bool(shuffles))
     ny, nx = a.shape
-    if shuffles:
-        check_warp_rows(threads)
-        blocks = check_blocks((blocks_to_cover(nx, WARP_COLUMNS * threads[0] // 32), blocks[1]))
     args = (*views, np.int32(nx), np.int32(ny), *weights(np.float32))
     name = "jacobi_readonly_warp" if shuffles else "jacobi_readonly_rows"
     return CuPyLaunch(cuda_c_module(rows).get_function(name), blocks, threads, args)

@@ -41,7 +41,7 @@ from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import STREAMS, LibraryLaunch, bind, planned, unowned
 from ..validate import check_blocks, check_device_array, check_threads_per_block
-from .indexing import check_32bit, flat, u32
+from .indexing import check_32bit, check_rows, flat, u32
 from .stencil import nonneg
 
 #: Threads per block of the spectrum kernels: 32 along the contiguous axis, 8 rows.
@@ -291,8 +291,7 @@ def rows_grid(shape: tuple[int, int], block: tuple[int, int], rows: int) -> tupl
     """Blocks of the tuned kernels over (rows, columns): x covers the columns, y the rows, `rows` rows per thread."""
     tx, ty = check_threads_per_block(block)
     total, cols = shape
-    if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
-        raise LaunchConfigError(f"rows per thread must be an integer from 1 to 64; got {rows!r}")
+    rows = check_rows(rows)
     tx = max(1, min(tx, cols))  # no idle threads on a tiny array (in the simulator each one costs)
     ty = max(1, min(ty, -(-total // rows)))
     return check_blocks((max(1, math.ceil(cols / tx)), max(1, math.ceil(total / (ty * rows))))), (tx, ty)
