@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import html
 import json
 import os
 import re
@@ -123,14 +124,8 @@ def banner_device(notebook: dict) -> str | None:
                 text = "".join(text) if isinstance(text, list) else str(text)
                 found = re.search(r"GPU MODE: kernels run on (.+?)\.(?:\s|<|$)", text)
                 if found:
-                    return html_unescape(found.group(1))
+                    return html.unescape(found.group(1))
     return None
-
-
-def html_unescape(text: str) -> str:
-    import html
-
-    return html.unescape(text)
 
 
 def record_of(folder: Path) -> GpuRecord:

@@ -181,7 +181,6 @@ def parse_raw_csv(text: str, labels: Mapping[str, str] | None = None) -> tuple[K
             continue
         name = row[column["Kernel Name"]]
         function = kernel_function(name)
-        label = function
         matching = [item for item in unused if re.search(item[1], name)]
         if matching:
             label = matching[0][0]

@@ -395,7 +395,7 @@ def _gpu_ci_history():
     import json
     from gpucourse import current_device
     from gpucourse.checks import speed
-    entries = speed.history() if hasattr(speed, "history") else None
+    entries = speed.history()
     print("GPU_CI_HISTORY", json.dumps({"history": entries, "device_memory_bytes": current_device().total_memory_bytes}))
 _gpu_ci_history()
 del _gpu_ci_history
@@ -1146,7 +1146,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cell-timeout", type=float, default=900, help="s a notebook cell may take")
     parser.add_argument("--leaks-executed", action="store_true",
                         help="leaks: keep the executed copies of the chapter notebooks too (for the website, when no chapters step runs)")
-    parser.add_argument("--executed", action="store_true", help=argparse.SUPPRESS)  # older calls: chapters always keep them now
     parser.add_argument("--plan", action="store_true", help="print the steps and what they are expected to take, and stop")
     parser.add_argument("--pack", action="store_true", help="put every output into OUT/gpu_ci.tar.gz beside gpu_ci.json and gpu_ci.md")
     args = parser.parse_args(argv)

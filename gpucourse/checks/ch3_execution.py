@@ -96,7 +96,7 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
                                coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24.")
     small = (36, 40)  # 2 x 2 tiles, the last ones partial
     arguments = [("traced", "out", np.zeros(small[::-1], np.float32)), ("traced", "inp", random_array(small, np.float32, seed=342))]
-    trace, note = trace_naming_races(launch, arguments, problems, "Exercise 3.4.1",
+    trace, note = trace_naming_races(launch, arguments, "Exercise 3.4.1",
                                      "Each thread loads 4 rows of the 32 x 32 tile: loop j over 0, 8, 16, 24.")
     fail(problems, "Exercise 3.4.1")
     checked, racecheck_note = racecheck_problems(launch, arguments)

@@ -135,7 +135,7 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     problems = run.problems + array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5)
     small = random_array((64, WIDE), np.float32, seed=34)
     arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", small)]
-    trace, note = trace_naming_races(wide_row_sums, arguments, problems, "Exercise 3.3",
+    trace, note = trace_naming_races(wide_row_sums, arguments, "Exercise 3.3",
                                      "The warp copies all 32 rows of its block into the tile before any thread sums one.")
     fail(problems, "Exercise 3.3")
     checked, racecheck_note = racecheck_problems(wide_row_sums, arguments)
@@ -187,14 +187,12 @@ def _recorded_run(p, overlapped: Callable[..., object]) -> tuple[list[tuple], li
 
     calls holds ("copy in" | "kernel" | "copy out", chunk, stream) and ("wait", None, what).
     """
-    from numba import cuda as numba_cuda
-
     from ..kernels import transfers
 
     calls: list[tuple] = []
     offsets: list[tuple[int | None, int]] = []
     parts = {id(part): index for index, _, part in p.chunks}
-    original_launch, original_sync = transfers.unit_kernel_launch, numba_cuda.synchronize
+    original_launch, original_sync = transfers.unit_kernel_launch, cuda.synchronize
     stream_type = type(p.streams[0])
     original_stream_sync = stream_type.synchronize
 
@@ -215,15 +213,15 @@ def _recorded_run(p, overlapped: Callable[..., object]) -> tuple[list[tuple], li
 
     watched = copy.copy(p)
     watched.chunks = [(index, host_part, _ChunkPart(part, index, calls)) for index, host_part, part in p.chunks]
-    transfers.unit_kernel_launch, numba_cuda.synchronize, stream_type.synchronize = launch, device_wait, stream_wait
+    transfers.unit_kernel_launch, cuda.synchronize, stream_type.synchronize = launch, device_wait, stream_wait
     try:
         overlapped(watched)
     finally:
-        transfers.unit_kernel_launch, numba_cuda.synchronize, stream_type.synchronize = original_launch, original_sync, original_stream_sync
+        transfers.unit_kernel_launch, cuda.synchronize, stream_type.synchronize = original_launch, original_sync, original_stream_sync
     return calls, offsets
 
 
-def _stream_problems(p, calls: list[tuple]) -> list[str]:
+def _stream_problems(calls: list[tuple]) -> list[str]:
     """Copies and kernels on the default stream, chunks sharing a stream, waits between chunks: words for each."""
     work = [call for call in calls if call[0] != "wait"]
     default = next((call for call in work if call[2] in (None, 0)), None)
@@ -242,9 +240,10 @@ def _stream_problems(p, calls: list[tuple]) -> list[str]:
             return [f"every chunk's {what} is on one stream: work on one stream runs in order, so nothing overlaps. Give chunk k "
                     "its own stream, p.streams[k], for its copy in, kernel and copy out."]
     first_work = next((i for i, call in enumerate(calls) if call[0] != "wait"), None)
-    wait = next((call for i, call in enumerate(calls) if call[0] == "wait" and first_work is not None and i > first_work), None)
-    if wait is not None:
-        queued = len({call[1] for call in calls[:calls.index(wait)] if call[0] != "wait"})
+    wait_at = next((i for i, call in enumerate(calls) if call[0] == "wait" and first_work is not None and i > first_work), None)
+    if wait_at is not None:
+        wait = calls[wait_at]
+        queued = len({call[1] for call in calls[:wait_at] if call[0] != "wait"})
         return [f"overlapped waits for the GPU ({wait[2]}) after queueing {queued} chunk(s): the host stops there until that work "
                 "is done, so the next chunk's copies cannot overlap it. Queue everything and wait for nothing (the check waits)."]
     return []
@@ -256,20 +255,18 @@ OVERLAP_SPEEDUP = 1.15
 
 def check_overlapped(overlapped: Callable[..., object]) -> None:
     """Exercise 3.4: `overlapped(p)` runs the StagedPipeline p chunk by chunk on its streams, and beats the sequential version."""
-    from numba import cuda as numba_cuda
-
     from ..kernels import transfers
 
     n, streams = problem_size("ch3_exercise_async")
     p = transfers.make_pipeline(n, streams, problem_size("ch3_threads_per_block"))
     p.reset()
     transfers.run_sequential(p)  # the reference: the same kernel on the whole array (its result is exact to compare)
-    numba_cuda.synchronize()
+    cuda.synchronize()
     expected = to_host(p.host).copy()
     p.reset()
     p.device.copy_to_device(np.full(n, np.nan, np.float32))  # poison: a chunk never copied in stays NaN
     calls, offsets = _recorded_run(p, overlapped)
-    numba_cuda.synchronize()
+    cuda.synchronize()
     result = to_host(p.host)
     step = n // streams
     problems = []
@@ -284,7 +281,7 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
     if np.all(result == 0):
         problems = ["p.host is still all zeros: copy each chunk back with device_part.copy_to_host(host_part, stream=...)."]
     # how the work was queued first: on a GPU, work that nothing orders is also what makes the values wrong
-    fail(_stream_problems(p, calls) + problems, "Exercise 3.4")
+    fail(_stream_problems(calls) + problems, "Exercise 3.4")
     if mode.is_simulator():
         passed(f"Exercise 3.4: overlapped gives the sequential version's result, bit for bit, with the right offsets, each of the "
                f"{streams} chunks on its own stream and no wait in between.")

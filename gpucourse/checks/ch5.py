@@ -18,6 +18,7 @@ shows; the Kahan sum is compared bit for bit with Kahan's own float32 steps.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable
 
@@ -128,7 +129,7 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
         if found:
             tails[n] = _lost_tail_blocks(got, host)
             problems += found
-    trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), problems, "Exercise 5.1",
+    trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
@@ -251,7 +252,7 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
     n_small = PATTERN_THREADS + 77  # the second block has threads with no element
     arguments = [("traced", "x", _exact_integer_data(n_small, seed=520)), ("traced", "partial", np.zeros(2, np.float32)),
                  ("value", "threads_per_block", PATTERN_THREADS)]
-    trace, note = trace_naming_races(block_sums, arguments, problems, "Exercise 5.2",
+    trace, note = trace_naming_races(block_sums, arguments, "Exercise 5.2",
                                      "Every thread stores its total in its slot, before the barrier.")
     fail(problems, "Exercise 5.2")
     if trace is not None:
@@ -327,7 +328,7 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
             problems += _sum_problems(got, host, f"n = {n}")
         if problems:
             break
-    trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), problems, "Exercise 5.3")
+    trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), "Exercise 5.3")
     if trace is not None:
         problems = _atomic_count_problems(trace) + problems
     fail(problems[:1], "Exercise 5.3")
@@ -454,6 +455,7 @@ def _kahan_cases() -> list[tuple[str, np.ndarray]]:
             ("1e4 followed by 20000 terms below 1e-3", lopsided), ("3000 terms of both signs from 1e-3 to 1e4", _mixed_terms())]
 
 
+@functools.cache
 def _mixed_terms() -> np.ndarray:
     """Terms of both signs and many sizes on which Kahan's float32 sum differs, bit for bit, from every other sum of _NOT_KAHAN."""
     for seed in range(100):
@@ -476,13 +478,13 @@ def check_kahan(kahan_sum: Callable[[np.ndarray], object]) -> None:
             fail([f"{label}: kahan_sum raised {type(exc).__name__}: {exc}"], "Exercise 5.5")
         if not isinstance(got, (np.floating, float)) or np.asarray(got).dtype != np.float32:
             fail([f"{label}: return a float32 (np.float32(total)); got {type(got).__name__}."], "Exercise 5.5")
-        results.append((label, x, got))
-    wrong = [(label, x, got) for label, x, got in results if got != np.float32(summation.kahan_sum(x, np.float32))]
+        results.append((label, x, got, np.float32(summation.kahan_sum(x, np.float32))))
+    wrong = [(label, x, got, want) for label, x, got, want in results if got != want]
     if wrong:
-        label, x, got = wrong[0]
-        named = next((words for _, function, words in _NOT_KAHAN if all(function(xx) == g for _, xx, g in results)), None)
+        label, x, got, want = wrong[0]
+        named = next((words for _, function, words in _NOT_KAHAN if all(function(xx) == g for _, xx, g, _ in results)), None)
         if named is None:
-            want, exact = np.float32(summation.kahan_sum(x, np.float32)), summation.exact_sum(x)
+            exact = summation.exact_sum(x)
             named = (f"got {float(got):.9g}, Kahan's float32 loop gives {float(want):.9g} (exact {exact:.9g}). Do its four steps "
                      "in order, in float32: y = value - c; t = total + y; c = (t - total) - y; total = t.")
         fail([f"{label}: {named}"], "Exercise 5.5")

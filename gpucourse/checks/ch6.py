@@ -254,7 +254,7 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     small = (10, 34)
     small_host = random_array(small, np.float32, seed=67)
     arguments = [("traced", "a", small_host), ("traced", "a_new", small_host.copy())]
-    trace, note = trace_naming_races(jacobi_sweep, arguments, problems, "Exercise 6.6",
+    trace, note = trace_naming_races(jacobi_sweep, arguments, "Exercise 6.6",
                                      "Load the tile's halo too: one point on each side, corners included, (BY + 2) x (BX + 2) points "
                                      "per block, more than one per thread.")
     if problems and trace is not None and "shared" not in trace.shapes:

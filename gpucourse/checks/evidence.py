@@ -39,16 +39,22 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
         return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {str(exc)[:200]})"
 
 
-def hazard(trace: Trace | None) -> str | None:
+def hazard(trace: Trace | None, unwritten_hint: str = "") -> str | None:
     """The first hazard a trace shows, in words: a barrier not every thread reaches, a shared-memory race, a read of shared
-    memory nobody wrote, a global element two blocks update without an atomic (None if there is none)."""
+    memory nobody wrote (followed by `unwritten_hint`), a global element two blocks update without an atomic (None if none)."""
     if trace is None:
         return None
-    return divergent_barrier(trace) or race_problem(trace) or uninitialised_shared_read(trace) or block_race(trace)
+    found = divergent_barrier(trace) or race_problem(trace)
+    if found:
+        return found
+    unwritten = uninitialised_shared_read(trace)
+    if unwritten:
+        return f"{unwritten} {unwritten_hint}" if unwritten_hint else unwritten
+    return block_race(trace)
 
 
-def trace_naming_races(entry: Callable, arguments: Sequence[tuple[str, str, object]], problems: list[str],
-                       exercise: str, unwritten_hint: str = "") -> tuple[Trace | None, str]:
+def trace_naming_races(entry: Callable, arguments: Sequence[tuple[str, str, object]], exercise: str,
+                       unwritten_hint: str = "") -> tuple[Trace | None, str]:
     """`trace_of` with shared memory; if the trace shows a hazard (`hazard`), fail with it alone: it is the cause of wrong values.
 
     `unwritten_hint` follows the words for a shared slot read before anyone wrote it: what the exercise's kernel should store.
@@ -56,10 +62,9 @@ def trace_naming_races(entry: Callable, arguments: Sequence[tuple[str, str, obje
     from . import fail
 
     trace, note = trace_of(entry, arguments, shared=True)
-    found = hazard(trace)
+    found = hazard(trace, unwritten_hint)
     if found:
-        unwritten = trace is not None and found == uninitialised_shared_read(trace)
-        fail([f"{found} {unwritten_hint}" if unwritten and unwritten_hint else found], exercise)
+        fail([found], exercise)
     return trace, note
 
 

@@ -72,10 +72,6 @@ class SanitizerReport:
                 "of a block must reach every cuda.syncthreads(). Move the barrier out of the `if`.")
 
 
-#: The report of the racecheck tool (the name the chapter checks and tests use).
-RacecheckReport = SanitizerReport
-
-
 def sanitizer_available() -> bool:
     """True on a GPU with compute-sanitizer on the PATH."""
     return mode.on_gpu() and shutil.which(SANITIZER) is not None
@@ -120,7 +116,3 @@ def racecheck(entry: Callable, arguments: Sequence[tuple[str, str, object]], tim
     """compute-sanitizer's racecheck of `entry(*arguments)` (see `sanitize`)."""
     return sanitize(entry, arguments, "racecheck", timeout_s)
 
-
-def synccheck(entry: Callable, arguments: Sequence[tuple[str, str, object]], timeout_s: float = 300.0) -> SanitizerReport:
-    """compute-sanitizer's synccheck of `entry(*arguments)` (see `sanitize`)."""
-    return sanitize(entry, arguments, "synccheck", timeout_s)

@@ -489,10 +489,7 @@ def block_race(trace: Trace) -> str | None:
         if not plain_writes or len({a.block for a in group}) < 2:
             continue
         write = plain_writes[0]
-        others = [a for a in group if a.block != write.block]
-        if not others:
-            write = next(a for a in plain_writes if a.block != plain_writes[0].block)
-            others = [a for a in group if a.block != write.block]
+        others = [a for a in group if a.block != write.block]  # never empty: the group spans two blocks at least
         other = others[0]
         name = _index_text(array, element, trace.shapes)
         if all(a.atomic for a in others):
@@ -514,12 +511,6 @@ def atomics_per_launch(trace: Trace, array: str) -> list[tuple[int, int]]:
         if access.array == array and access.atomic and access.write:
             counts[access.launch] += 1
     return [(count, math.prod(trace.launches[launch].blocks)) for launch, count in sorted(counts.items())]
-
-
-def lanes_per_request(trace: Trace, array: str, write: bool = False) -> float:
-    """Mean number of lanes in a warp's request to `array` (32 when every thread of a full warp takes part)."""
-    requests = _warp_requests(trace.accesses, array, write)
-    return sum(len(lanes) for lanes in requests.values()) / len(requests) if requests else 0.0
 
 
 def divergent_warp_levels(trace: Trace) -> tuple[int, int]:

@@ -48,7 +48,7 @@ from ..validate import (
     check_shared_memory,
     check_threads_per_block,
 )
-from .indexing import ONE, WARP_COLUMNS, check_32bit, check_rows, column_blocks, flat, u32
+from .indexing import FULL_MASK, ONE, WARP_COLUMNS, check_32bit, check_rows, column_blocks, flat, u32
 from .stencil import nonneg
 
 #: Largest d = k dt / h^2 for which the explicit 2D step is stable.
@@ -63,8 +63,6 @@ BLOCKED_STEPS = 8
 BLOCKED_TILE = {"gpu": (4, 56, 4), "simulator": (1, 4, 1)}
 #: Rows the multi-step kernel loads before it uses any (loads in flight per lane: CHUNK * columns).
 CHUNK = 8
-#: Every lane of a warp takes part in the shuffles.
-FULL_MASK = 0xFFFFFFFF
 
 
 @device_function
@@ -496,8 +494,7 @@ def blocked_accesses_per_point_step(steps, columns: int, height: int):
     """Global reads and writes per useful point-update of the register kernel (the article's count for this tile):
     each written point costs `blocked_redundancy` reads and one write, shared by `steps` steps."""
     steps = np.asarray(steps, dtype=np.float64)
-    width = 32 * columns
-    return (width / (width - 2 * steps) * (height + 2 * steps) / height + 1) / steps
+    return (blocked_redundancy(steps, columns, height) + 1) / steps
 
 
 def blocked_traffic(shape: tuple[int, int], steps: int, columns: int, height: int, itemsize: int = 4) -> tuple[float, float]:

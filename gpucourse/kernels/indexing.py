@@ -27,6 +27,8 @@ ONE = np.uint64(1)
 #: Largest number of elements the 32-bit position arithmetic can address.
 MAX_POINTS_32BIT = 2**31 - 1
 
+#: Every lane of a warp takes part in a shuffle.
+FULL_MASK = 0xFFFFFFFF
 #: Columns a warp writes when its x-neighbours come from shuffles: its 32 lanes hold 30 columns and one more on each side.
 WARP_COLUMNS = 30
 

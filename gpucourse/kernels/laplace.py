@@ -45,13 +45,11 @@ from ..validate import (
     check_threads_per_block,
     launch_2d,
 )
-from .indexing import ONE, WARP_COLUMNS, check_32bit, check_rows, column_blocks, flat, u32
+from .indexing import FULL_MASK, ONE, WARP_COLUMNS, check_32bit, check_rows, column_blocks, flat, u32
 from .stencil import nonneg
 
 #: The book's thread block: 32 x 16 threads (x, y).
 BOOK_BLOCK = (32, 16)
-#: Every lane of a warp takes part in the shuffles.
-FULL_MASK = 0xFFFFFFFF
 #: The tuned kernels' (threads per block (x, y), rows each thread computes), by method: the fastest of the variants
 #: measured at 8192^2 float32 on an H200 (tools/gpu_stencil2d.py, measurements/stencil2d.md). Read at each new plan.
 TUNED = {"global": ((128, 2), 8), "shared": ((128, 1), 16), "readonly": ((128, 2), 8), "texture": ((32, 2), 32)}
