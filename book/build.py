@@ -278,7 +278,7 @@ def execute_in_child(source: Path, target: Path, timeout: int, tries: int = 2) -
 
 
 def check_executed(folder: Path) -> list[str]:
-    """Problems with a folder of executed notebooks: missing ones, ones without outputs, ones whose code differs."""
+    """Problems with a folder of executed notebooks: missing ones, ones without outputs, ones whose code differs, ones that stopped at an error."""
     problems = []
     for chapter, notebooks in chapters():
         for source in notebooks:
@@ -291,6 +291,8 @@ def check_executed(folder: Path) -> list[str]:
                 problems.append(f"{copy} was executed from other code than {source.relative_to(ROOT)}: execute it again")
             elif not any(cell.get("outputs") for cell in executed["cells"] if cell["cell_type"] == "code"):
                 problems.append(f"{copy} has no outputs: is it an executed copy?")
+            elif ran_into_an_error(executed):
+                problems.append(f"{copy} stopped at an error (its page would show half a notebook): execute it again")
     return problems
 
 

@@ -180,25 +180,28 @@ def _span(array) -> tuple[int, int]:
     return low, high
 
 
+def _unowned_host(value: np.ndarray) -> np.ndarray:
+    """A NumPy view of `value`'s memory that does not keep it alive."""
+    if value.size == 0:
+        return np.empty(value.shape, value.dtype)
+    low, high = _span(value)
+    memory = (ctypes.c_char * (high - low)).from_address(value.__array_interface__["data"][0] + low)
+    return np.ndarray(value.shape, value.dtype, buffer=memory, offset=-low, strides=value.strides)
+
+
 def unowned(value):
     """A view of device array `value` that does not keep its memory alive; any other value unchanged.
 
     Launches hold these, so that a plan in a launcher's cache holds no array: whoever made the
     arrays decides how long they live (a plan the caller holds keeps its own arrays). On a GPU the
-    view is a CuPy array over the same memory with no owner. In the simulator a simulated device
-    array becomes another over the same NumPy memory, and a NumPy array (what CuPy code runs on
-    there) a NumPy view with no owner.
+    view is a CuPy array over the same memory with no owner. In the simulator a NumPy array (what
+    CuPy code runs on there) becomes a NumPy view with no owner, and a simulated device array
+    another simulated one over such a view.
     """
     if mode.is_simulator():
         if type(value).__name__ == "FakeCUDAArray":
-            return type(value)(value._ary, value.stream)
-        if not isinstance(value, np.ndarray):
-            return value
-        if value.size == 0:
-            return np.empty(value.shape, value.dtype)
-        low, high = _span(value)
-        memory = (ctypes.c_char * (high - low)).from_address(value.__array_interface__["data"][0] + low)
-        return np.ndarray(value.shape, value.dtype, buffer=memory, offset=-low, strides=value.strides)
+            return type(value)(_unowned_host(value._ary), value.stream)
+        return _unowned_host(value) if isinstance(value, np.ndarray) else value
     if not hasattr(value, "__cuda_array_interface__"):
         return value
     import cupy
@@ -411,9 +414,33 @@ def _key(value, watch: list | None = None) -> Any:
 
 
 def _lifetime_owner(value):
-    """The object whose collection ends the memory (or object) a plan depends on: a view's base (CuPy, NumPy), else `value`."""
-    base = getattr(value, "base", None) if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy") else None
-    return value if base is None else base
+    """The object whose collection ends the memory (or object) a plan depends on, shared by every view of that memory.
+
+    A NumPy or CuPy view: its base. A Numba device array or view: the allocation its pointer
+    belongs to (Numba frees the memory when that goes), or the foreign array it wraps. A simulated
+    device array: its NumPy memory. Anything else: `value` itself.
+    """
+    if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
+        return value if value.base is None else value.base
+    if type(value).__name__ == "FakeCUDAArray":
+        return _lifetime_owner(value._ary)
+    owner = getattr(getattr(value, "gpu_data", None), "owner", None)
+    if owner is None or owner is value:
+        return value
+    return _lifetime_owner(owner)
+
+
+def _weak_or_kept(owner, callback: Callable, value=None):
+    """A weak reference to `owner` (else to `value`, the array it came from) calling `callback`; the object itself if neither can be watched.
+
+    An object kept so stays alive with the plan, and its id stays its own while the plan uses it.
+    """
+    for candidate in (owner,) if value is None else (owner, value):
+        try:
+            return weakref.ref(candidate, callback)
+        except TypeError:
+            continue
+    return owner if value is None else value
 
 
 class Plan:
@@ -553,7 +580,7 @@ class PlannedLauncher:
         plan(stream=stream)
 
     def _watch(self, key, objects: list) -> tuple:
-        """Weak references that drop the plan under `key` when one of `objects` (or a CuPy view's base) is collected."""
+        """Weak references that drop the plan under `key` when the memory (or object) of one of `objects` is collected."""
         plans = self._plans
 
         def forget(reference) -> None:  # called by the garbage collector: the plan's arrays are gone
@@ -567,10 +594,7 @@ class PlannedLauncher:
             if id(owner) in seen:
                 continue
             seen.add(id(owner))
-            try:
-                references.append(weakref.ref(owner, forget))
-            except TypeError:  # cannot be watched: the plan keeps it, so that its id stays its own
-                references.append(owner)
+            references.append(_weak_or_kept(owner, forget) if owner is value else _weak_or_kept(owner, forget, value))
         return tuple(references)
 
     def clear(self) -> None:

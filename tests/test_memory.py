@@ -50,6 +50,24 @@ def test_a_launcher_call_keeps_no_array_alive():
     assert intro.increment.plans_made == 0  # the plan left the cache with its array
 
 
+def test_a_plan_for_a_view_lives_as_long_as_the_memory_it_views():
+    """Each `a[N:]` is a new view object: the cached plan follows the allocation, not the short-lived view."""
+    a = device_zeros(2 * N)
+    intro.increment.clear()
+    for _ in range(3):
+        intro.increment(a[N:], 1.0)
+    intro.increment(a[N:][: N // 2], 1.0)  # a view of a view: another address range, a plan of its own
+    assert intro.increment.plans_made == 2
+    expected = np.zeros(2 * N, np.float32)
+    expected[N:] = 3
+    expected[N : N + N // 2] = 4
+    assert np.array_equal(gpucourse.to_host(a), expected)
+    alive = weakref.ref(a)
+    del a
+    assert collected([alive]) == [True]
+    assert intro.increment.plans_made == 0  # both plans left the cache with the allocation
+
+
 def test_a_cached_plan_gives_its_scratch_back_with_its_arrays():
     host = gpucourse.random_array(SHAPE, np.float32, seed=3)
     f, df = gpucourse.to_device(host), gpucourse.to_device(gpucourse.poisoned(SHAPE, np.float32))
@@ -142,7 +160,7 @@ def test_unowned_views_share_the_memory_and_hold_nothing():
     assert np.array_equal(gpucourse.to_host(a), np.arange(N, dtype=np.float32) + 1)
     alive = weakref.ref(a)
     if mode.is_simulator():
-        assert view._ary is a._ary  # the same NumPy memory, not the simulated array object
+        assert view._ary.base is not a._ary and np.shares_memory(view._ary, a._ary)  # the same memory, not kept
     else:
         assert view.data.mem._owner is None  # a CuPy view with no owner: the caller keeps the memory alive
     del a

@@ -298,10 +298,16 @@ def test_a_folder_of_executed_notebooks_must_match_the_chapters(built, tmp_path)
     notebook = json.loads(stale.read_text())
     next(c for c in notebook["cells"] if c["cell_type"] == "code")["source"] = "print('older code')"
     stale.write_text(json.dumps(notebook))
+    stopped = recorded / first_chapter.name / notebooks[-1].name
+    notebook = json.loads(stopped.read_text())
+    next(c for c in notebook["cells"] if c["cell_type"] == "code")["outputs"].append(
+        {"output_type": "error", "ename": "MemoryError", "evalue": "out of memory", "traceback": []})
+    stopped.write_text(json.dumps(notebook))
     problems = site.check_executed(recorded)
-    assert len(problems) == 2
+    assert len(problems) == 3
     assert "is missing" in problems[-1] and last[-1].name in problems[-1]
     assert "other code" in problems[0] and notebooks[0].name in problems[0]
+    assert "stopped at an error" in problems[1] and notebooks[-1].name in problems[1]
     done = build_site(tmp_path / "html", "--executed", str(recorded))
     assert done.returncode == 1 and "do not match chapters/" in done.stderr
 
