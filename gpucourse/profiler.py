@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import re
 import shutil
@@ -149,9 +150,10 @@ def _number(text: str) -> float | None:
     if not text or text in ("n/a", "N/A"):
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return None if math.isnan(value) else value
 
 
 def kernel_function(name: str) -> str:
@@ -241,4 +243,9 @@ def profile(code: str, kernels: Mapping[str, str], *, launches: int | None = Non
         tail = " ".join((result.stderr or result.stdout).strip().splitlines()[-2:])
         return ProfileRun(refusal=refusal or f"Nsight Compute profiled no kernel (exit status {result.returncode}): {tail}",
                           command=tuple(command))
+    if not any(p.duration_us > 0 for p in profiles):  # the kernels were found, their counters not read
+        return ProfileRun(refusal=refusal or (
+            f"Nsight Compute found {', '.join(p.kernel for p in profiles)} but printed no value for its counters (nan or n/a): "
+            "profile again with nothing else running on the GPU (another program using or profiling it at the same time "
+            "can keep the counters from it)."), command=tuple(command))
     return ProfileRun(profiles, None, tuple(command))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,19 @@ def test_other_failures_say_what_happened(monkeypatch, tmp_path):
     run = profiler.profile("print(1)", {"x": "x"}, ncu=fake_ncu(tmp_path, "==ERROR== Failed to find a kernel"))
     assert not run and run.refusal.startswith("Nsight Compute failed: Failed to find a kernel")
     assert profiler.refusal_in("all is well") is None
+
+
+def test_counters_that_were_not_read_are_a_refusal_not_a_profile(monkeypatch, tmp_path):
+    """On an H200 with eleven other test processes on the GPU, ncu once printed nan for every counter of the kernel."""
+    monkeypatch.setattr(profiler.mode, "is_simulator", lambda: False)
+    table = ('"ID","Kernel Name","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed"\n'
+             '"","","nsecond","%"\n"0","jacobi_global_book_kernel(float *, float *)","nan","n/a"\n')
+    path = tmp_path / "ncu"
+    path.write_text(f"#!{sys.executable}\nimport sys\nopen(sys.argv[sys.argv.index('--log-file') + 1], 'w').write({table!r})\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    assert profiler._number("nan") is None and profiler._number("12.5") == 12.5
+    run = profiler.profile("print(1)", {"book": "jacobi_global_book"}, ncu=str(path))
+    assert not run and "found jacobi_global_book_kernel but printed no value" in run.refusal and "\n" not in run.refusal
 
 
 def test_profiles_a_kernel_here():
