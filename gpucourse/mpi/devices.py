@@ -7,7 +7,8 @@ Every rank takes the device of its node-local rank before MPI starts, from the l
 runs (`gpucourse.mpi.ranks.place`); without such a variable it chooses after MPI_Init. Then,
 one rank after the other, each allocates an array, and every rank counts how many such arrays its
 own device holds, from the free memory before and after. One array per device means every rank
-has a GPU of its own; two, that two ranks share one.
+has a GPU of its own; two, that two ranks share one. The free memory is the device's: another
+program allocating at the same time counts too, so run it with the GPUs to yourself.
 """
 
 from __future__ import annotations
