@@ -181,6 +181,8 @@ def test_calls_merge_into_one_record_of_one_commit(tmp_path):
     merged = gpu_ci.merge([second, first])
     assert [c["started"][11:16] for c in merged["calls"]] == ["10:00", "10:20"]
     assert merged["steps"]["tests"]["status"] == "ok" and merged["steps"]["report"]["status"] == "ok"  # the later call's tests
+    text = gpu_ci.render_markdown(merged)  # a step no call ran is named, so that a partial record does not read as whole
+    assert "| leaks | not run (no call of this record ran it) |" in text and "| tests | not run" not in text
     other = fake_call(tmp_path / "c", commit="fff0000")
     with pytest.raises(SystemExit, match="different commits"):
         gpu_ci.merge([first, other])

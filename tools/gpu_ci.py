@@ -918,6 +918,7 @@ def render_markdown(record: dict) -> str:
     for name, step in steps.items():
         counts = ", ".join(f"{k} {v}" for k, v in step.get("counts", {}).items())
         lines.append(f"| {name} | {step['status']} | {counts} | {step.get('seconds', '')} |")
+    lines += [f"| {name} | not run (no call of this record ran it) |  |  |" for name in STEPS if name not in steps]
     lines.append("")
     if "tests" in steps:
         tests = steps["tests"]
