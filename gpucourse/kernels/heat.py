@@ -428,8 +428,17 @@ def heat_steps(u, u_new, d: float, steps: int | None = None, columns: int | None
                 np.uint32(nx), np.uint32(ny), *_scalars(dtype, d))
 
 
-#: Ways to advance the heat equation: the tuned ones and the article's.
-METHODS = ("global", "blocked", "global_article", "shared")
+#: Ways to advance the heat equation, the tuned ones and the article's: method -> (planned launcher, whether
+#: it takes the steps a launch, whether it takes the tile).
+_STEPPERS = {"global": (heat_step_global, False, False), "blocked": (heat_steps, True, False),
+             "global_article": (heat_step_global_article, False, False), "shared": (heat_steps_shared, True, True)}
+METHODS = tuple(_STEPPERS)
+
+
+def _stepper_of(method: str) -> tuple:
+    if method not in _STEPPERS:
+        raise ValueError(f"unknown method {method!r}: use one of {METHODS}")
+    return _STEPPERS[method]
 
 
 def stepper(u, u_new, d: float, method: str = "global", tile: int = 32, steps_per_launch: int = 1) -> Callable[[int], int]:
@@ -438,18 +447,10 @@ def stepper(u, u_new, d: float, method: str = "global", tile: int = 32, steps_pe
     Methods: 'global' (the tuned one-step kernel), 'blocked' (the tuned multi-step kernel, `steps_per_launch`
     steps a launch), 'global_article' and 'shared' (the article's kernels; 'shared' on `tile` x `tile` blocks).
     """
-    if method == "global":
-        plans, steps = (heat_step_global.plan(u, u_new, d), heat_step_global.plan(u_new, u, d)), 1
-    elif method == "global_article":
-        plans, steps = (heat_step_global_article.plan(u, u_new, d), heat_step_global_article.plan(u_new, u, d)), 1
-    elif method == "shared":
-        plans = (heat_steps_shared.plan(u, u_new, d, tile, steps_per_launch), heat_steps_shared.plan(u_new, u, d, tile, steps_per_launch))
-        steps = steps_per_launch
-    elif method == "blocked":
-        plans = (heat_steps.plan(u, u_new, d, steps_per_launch), heat_steps.plan(u_new, u, d, steps_per_launch))
-        steps = steps_per_launch
-    else:
-        raise ValueError(f"unknown method {method!r}: use one of {METHODS}")
+    launcher, multistep, tiled = _stepper_of(method)
+    options = ((tile,) if tiled else ()) + ((steps_per_launch,) if multistep else ())
+    plans = (launcher.plan(u, u_new, d, *options), launcher.plan(u_new, u, d, *options))
+    steps = steps_per_launch_of(method, steps_per_launch)
 
     def advance(source: int) -> int:
         plans[source]()
@@ -460,7 +461,7 @@ def stepper(u, u_new, d: float, method: str = "global", tile: int = 32, steps_pe
 
 def steps_per_launch_of(method: str, steps_per_launch: int) -> int:
     """Steps one launch of `method` takes."""
-    return steps_per_launch if method in ("shared", "blocked") else 1
+    return steps_per_launch if _stepper_of(method)[1] else 1
 
 
 def heat_run(initial, total_steps: int, d: float, method: str = "global", tile: int = 32,
