@@ -430,17 +430,17 @@ def _lifetime_owner(value):
     return _lifetime_owner(owner)
 
 
-def _weak_or_kept(owner, callback: Callable, value=None):
-    """A weak reference to `owner` (else to `value`, the array it came from) calling `callback`; the object itself if neither can be watched.
+def _weak_or_kept(callback: Callable, owner, value):
+    """A weak reference calling `callback` to `owner`, else to `value` (the array it came from); `value` itself if neither can be watched.
 
-    An object kept so stays alive with the plan, and its id stays its own while the plan uses it.
+    An array kept so stays alive with the plan, and its id stays its own while the plan uses it.
     """
-    for candidate in (owner,) if value is None else (owner, value):
+    for candidate in (owner, value):
         try:
             return weakref.ref(candidate, callback)
         except TypeError:
             continue
-    return owner if value is None else value
+    return value
 
 
 class Plan:
@@ -594,7 +594,7 @@ class PlannedLauncher:
             if id(owner) in seen:
                 continue
             seen.add(id(owner))
-            references.append(_weak_or_kept(owner, forget) if owner is value else _weak_or_kept(owner, forget, value))
+            references.append(_weak_or_kept(forget, owner, value))
         return tuple(references)
 
     def clear(self) -> None:
