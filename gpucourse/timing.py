@@ -34,6 +34,7 @@ import numpy as np
 from . import mode
 from .arrays import require_cupy
 from .errors import TimingError
+from .launch import stream_handle
 
 GATE_SOURCE = r"""
 extern "C" __global__ void gpucourse_gate(const volatile int* flag, int* status, unsigned long long timeout_ns)
@@ -223,13 +224,11 @@ def _gate_for_device(ordinal: int) -> _Gate:
 
 
 def _cupy_stream(stream):
+    """`stream` (None: the legacy default stream) as a CuPy stream, to record events on."""
     cupy = require_cupy("CUDA event timing")
-    if stream is None or stream == 0:
-        return cupy.cuda.Stream.null
     if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
         return stream
-    handle = getattr(stream, "handle", stream)
-    pointer = int(getattr(handle, "value", handle) or 0)
+    pointer = 0 if stream is None else stream_handle(stream)
     return cupy.cuda.Stream.null if pointer == 0 else cupy.cuda.ExternalStream(pointer)
 
 
