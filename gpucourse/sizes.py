@@ -427,8 +427,11 @@ SIZES: dict[str, Size] = {
     "ch7_plan_shapes": Size(gpu=((1024, 1024), (4096, 4096), (3000, 3000), (4099, 4099)), simulator=((16, 16),),
                             unit="(ny, nx) of the C2C plans whose creation is timed (GPU only)"),
     "ch7_fast_sizes": Size(gpu=(4096, 4095, 4097, 4099, 4100), simulator=(16, 17), unit="1D lengths (x 1024 batches) timed against the fast sizes"),
-    "ch7_spectral_grid": Size(gpu=256, simulator=12, unit="points per side of the cube for the time per derivative",
-                              held=lambda n: 16 * n**3, moved=lambda n: 16 * n**3),
+    "ch7_spectral_grid": Size(gpu=Derived(lambda profile: choose("ch6_grid", profile).size, preferred=512, label="follows ch6_grid",
+                                          why="chapter 6's derivative cube, the stencil the spectral derivative is timed against "
+                                              "(beyond L2: a 256^3 cube's half spectrum, 64 MiB, is not, on a 50 or 72 MiB L2)"),
+                              simulator=12, unit="points per side of the cube for the time per derivative",
+                              held=lambda n: 32 * n**3, moved=lambda n: 16 * n**3, streamed=lambda n: 4 * n**3),
     "ch7_convergence_sizes": Size(gpu=(12, 16, 24, 32, 48, 64, 96, 128, 256), simulator=(12, 16, 24, 32),
                                   unit="points per period in the error-against-n study"),
     "ch7_convolution": Size(gpu=((512, 512), 196, 4), simulator=((8, 8), 8, 4), unit="(plane shape, planes, streams)",

@@ -92,7 +92,7 @@ def derivative_work(f):
 def spectral_derivative(f, df, length: float = 2 * np.pi, order: int = 1, work=None):
     """df = the order-1 or order-2 derivative of the periodic f along its last axis (period `length`): R2C, one kernel, C2R."""
     _check_real_pair(f, df)
-    n = f.shape[-1]
+    n = tuple(f.shape)[-1]  # a simulated Numba array's shape refuses negative indices
     if n < 2:
         raise ArrayArgumentError(f"the last axis needs at least 2 points; got {n}")
     spectrum = work if work is not None else owned(derivative_work(f))[0]

@@ -58,6 +58,15 @@ def test_derivative_of_random_data_matches_numpy(order, dtype, nx):
     np.testing.assert_allclose(got, want, rtol=0, atol=50 * EPS[dtype] * np.max(np.abs(want)))
 
 
+def test_derivative_takes_numba_device_arrays():
+    """A Numba device array works as well as a CuPy one (a simulated one's shape refuses the index -1)."""
+    host = gpucourse.random_array((NY, NX), np.float32, seed=5)
+    df = gpucourse.to_device(gpucourse.poisoned(host.shape, np.float32))
+    spectral.spectral_derivative(gpucourse.to_device(host), df, 3.0, 1)
+    want = spectral.spectral_derivative_reference(host, 3.0, 1)
+    np.testing.assert_allclose(gpucourse.to_host(df), want, rtol=0, atol=50 * EPS[np.float32] * np.max(np.abs(want)))
+
+
 def test_spectral_convergence_against_the_stencil():
     """d/dx exp(sin x): the spectral error falls to rounding by n = 32; the order-8 stencil is still far above it."""
     points = spectral.convergence_study((16, 32), np.float64)
@@ -167,7 +176,7 @@ def test_bad_arguments_say_what_to_change():
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 @pytest.mark.parametrize("block, rows", [(None, None), ((32, 2), 3), ((64, 1), 5)])
-def test_tuned_spectrum_kernels_give_the_first_versions_bits(dtype, block, rows):
+def test_tuned_poisson_kernel_gives_the_first_versions_bits(dtype, block, rows):
     """Rows per thread and every load first change the order of the loads, not the arithmetic: the same bits, last rows partial."""
     ny, nx = MESH[0] + 3, MESH[1] + 1
     host = gpucourse.random_array((ny, nx // 2 + 1), dtype, seed=21)
@@ -175,14 +184,30 @@ def test_tuned_spectrum_kernels_give_the_first_versions_bits(dtype, block, rows)
     kernels.poisson_spectrum_simple(first, first, nx, (1.0, 2.0))
     kernels.poisson_spectrum(device(host), tuned, nx, (1.0, 2.0), block, rows)
     assert np.array_equal(gpucourse.to_host(tuned), gpucourse.to_host(first))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("threads, per_thread", [(None, None), (32, 3), (64, 5), (1, 1)])
+@pytest.mark.parametrize("nx", [MESH[1] + 1, MESH[1]])  # odd and even n: the Nyquist column only for even n
+def test_tuned_derivative_kernel_gives_the_first_versions_bits(dtype, threads, per_thread, nx):
+    """The flat kernel finds each value's column by a remainder: the same factor, the same bits, the grid's last values partial."""
+    host = gpucourse.random_array((MESH[0] + 3, nx // 2 + 1), dtype, seed=22)
     for order in (1, 2):
         first, tuned = device(host), poisoned(host.shape, dtype)
         kernels.derivative_spectrum_simple(first, first, nx, 3.0, order)
-        kernels.derivative_spectrum(device(host), tuned, nx, 3.0, order, block, rows)
+        kernels.derivative_spectrum(device(host), tuned, nx, 3.0, order, threads, per_thread)
         assert np.array_equal(gpucourse.to_host(tuned), gpucourse.to_host(first)), order
+    first, in_place = device(host), device(host)  # in place, as the spectral derivative's plan calls it
+    kernels.derivative_spectrum_simple(first, first, nx, 3.0, 1)
+    kernels.derivative_spectrum(in_place, in_place, nx, 3.0, 1, threads, per_thread)
+    assert np.array_equal(gpucourse.to_host(in_place), gpucourse.to_host(first))
 
 
 def test_tuned_spectrum_kernels_refuse_bad_rows():
     spectrum = device(np.zeros((4, 9), np.complex64))
     with pytest.raises(LaunchConfigError, match="rows per thread"):
         kernels.poisson_spectrum(spectrum, spectrum, 16, (1.0, 1.0), None, 0)
+    with pytest.raises(LaunchConfigError, match="values per thread must be an integer from 1 to 64"):
+        kernels.derivative_spectrum(spectrum, spectrum, 16, 1.0, 1, None, 65)
+    with pytest.raises(LaunchConfigError, match="threads"):
+        kernels.derivative_spectrum(spectrum, spectrum, 16, 1.0, 1, 4096)

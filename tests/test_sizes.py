@@ -78,11 +78,11 @@ def test_every_size_is_chosen_and_keeps_its_constraints(name):
     assert set(chosen) == set(sizes.SIZES)
     for experiment, entry in sizes.SIZES.items():
         size = chosen[experiment]
+        if entry.streamed is not None and entry.follows_device:  # beyond L2, a Rule's size or one derived from others
+            assert entry.streamed(size) >= sizes.BEYOND_L2 * profile.l2_bytes, (experiment, size)
         if not isinstance(entry.gpu, sizes.Rule):
             continue
         rule = entry.gpu
-        if entry.streamed is not None:  # beyond L2
-            assert entry.streamed(size) >= sizes.BEYOND_L2 * profile.l2_bytes, (experiment, size)
         if entry.held is not None:  # its share of the notebook's memory
             assert entry.held(size) <= rule.memory_share * sizes.SAFE_MEMORY_FRACTION * profile.memory_bytes, (experiment, size)
         if entry.moved is not None:  # the time budget of one call (or run)

@@ -234,15 +234,16 @@ def explore(shape: tuple[int, int], copy_gbs: float) -> None:
                     lambda block=block, rows=rows: kspace.poisson_spectrum(spectrum, spectrum, nx, (1.0, 1.0), block, rows), nbytes, copy_gbs)
         if row:
             CHOICES.setdefault("kspace poisson", []).append((row["us_per_step"], (block, rows)))
-    cube = 256 if gpucourse.on_gpu() else 16
+    cube = gpucourse.problem_size("ch7_spectral_grid")  # notebook 7.2's cube
     half = cupy.asarray(gpucourse.random_array((cube, cube, cube // 2 + 1), np.complex64, seed=44))
     nbytes = 2 * half.nbytes
-    timed("kspace derivative 256^3 first version", lambda: kspace.derivative_spectrum_simple(half, half, cube), nbytes, copy_gbs)
-    for block, rows in (((64, 4), 16), ((128, 2), 16), ((32, 8), 16), ((256, 1), 16)):
-        row = timed(f"kspace derivative 256^3 tuned block {block} rows {rows}",
-                    lambda block=block, rows=rows: kspace.derivative_spectrum(half, half, cube, 2 * np.pi, 1, block, rows), nbytes, copy_gbs)
+    timed(f"kspace derivative {cube}^3 first version", lambda: kspace.derivative_spectrum_simple(half, half, cube), nbytes, copy_gbs)
+    for threads, per_thread in ((256, 8), (256, 4), (256, 16), (512, 8), (128, 8)):
+        row = timed(f"kspace derivative {cube}^3 tuned threads {threads} per thread {per_thread}",
+                    lambda threads=threads, per_thread=per_thread: kspace.derivative_spectrum(half, half, cube, 2 * np.pi, 1, threads,
+                                                                                                per_thread), nbytes, copy_gbs)
         if row:
-            CHOICES.setdefault("kspace derivative", []).append((row["us_per_step"], (block, rows)))
+            CHOICES.setdefault("kspace derivative", []).append((row["us_per_step"], (threads, per_thread)))
 
 
 @guarded("defaults from the fastest variants")
@@ -267,7 +268,7 @@ def choose_defaults() -> None:
     if "kspace poisson" in best:
         spectral.TUNED_BLOCK, spectral.ROWS = tuple(best["kspace poisson"][0]), best["kspace poisson"][1]
     if "kspace derivative" in best:
-        spectral.DERIVATIVE_TUNED = (tuple(best["kspace derivative"][0]), best["kspace derivative"][1])
+        spectral.DERIVATIVE_TUNED = tuple(best["kspace derivative"])
     RESULTS["chosen"] = stencil2d.configuration() | {"kspace_derivative": list(spectral.DERIVATIVE_TUNED)}
     log("defaults now:", json.dumps(RESULTS["chosen"]))
     SUMMARY.append("defaults: " + json.dumps(RESULTS["chosen"]))

@@ -91,7 +91,12 @@ def _derivative_reference(spectrum: np.ndarray, n: int, length: float) -> np.nda
 
 @cuda.jit
 def _derivative_kernel(spectrum, out, k_unit, norm, nyquist):
-    """The speed reference of 7.2: one thread per (row, column), x along the columns, float32 throughout."""
+    """The speed reference of 7.2: one thread per (row, column), x along the columns, float32 throughout.
+
+    The kernel the exercise asks for, not the package's first version (`derivative_spectrum_simple_kernel`, a
+    grid-stride loop down the rows): tried as the reference on an H200, the reference solution ran 1.56 times as fast
+    as that one (5 of 5 runs; 1.00 against this kernel), so a kernel well under the memory's speed would have passed.
+    """
     i, r = cuda.grid(2)
     rows, m = spectrum.shape
     if i < m and r < rows:

@@ -57,10 +57,10 @@ def flat(array):
     return array.reshape(int(np.prod(array.shape)))
 
 
-def check_rows(rows: int) -> int:
-    """Points per thread of the tuned kernels down a column: an integer from 1 to 64 (their loops are unrolled)."""
+def check_rows(rows: int, what: str = "rows per thread (points down a column)") -> int:
+    """Points per thread of the tuned kernels (down a column, or `what`): an integer from 1 to 64 (their loops are unrolled)."""
     if not isinstance(rows, (int, np.integer)) or not 1 <= rows <= 64:
-        raise LaunchConfigError(f"rows per thread (points down a column) must be an integer from 1 to 64; got {rows!r}")
+        raise LaunchConfigError(f"{what} must be an integer from 1 to 64; got {rows!r}")
     return int(rows)
 
 

@@ -10,10 +10,13 @@ number j for j <= ny / 2 and j - ny above (the FFT's order).
 * `poisson_spectrum`: divide by -(kx^2 + ky^2) (and by nx ny), the zero mode set to zero: the
   periodic Poisson solve of §7.4 in one pass over the spectrum.
 
-  Both give each thread a column and `rows` rows of the spectrum: it loads them all before it
-  computes, so that `rows` loads are in flight per thread (the spectrum is often updated in
-  place, so a loop that loads, computes and stores one value at a time cannot start the next load
-  before the store: one load in flight). Positions are 32-bit (`gpucourse.kernels.indexing`).
+  Both give each thread several values and load them all before they compute, so that several
+  loads are in flight per thread (the spectrum is often updated in place, so a loop that loads,
+  computes and stores one value at a time cannot start the next load before the store: one load
+  in flight). The Poisson kernel takes a column and `rows` rows; the derivative kernel, whose
+  factor depends on the column alone, reads the spectrum as one flat line, `per_thread` values a
+  grid's width apart, so that short rows (n // 2 + 1 columns) leave no thread idle. Positions are
+  32-bit (`gpucourse.kernels.indexing`).
   `derivative_spectrum_simple` and `poisson_spectrum_simple` are the first versions, one value at
   a time down a grid-stride loop, kept to show the difference (notebooks 7.2 and 7.4).
 * `multiply_spectra`: b = a b scale, the pointwise product of a convolution (§7.3).
@@ -50,8 +53,10 @@ BLOCK = (32, 8)
 #: and the rows of the spectrum each thread takes.
 TUNED_BLOCK = (256, 1)
 ROWS = 8
-#: The same for the derivative kernel, whose spectra are often narrow (n // 2 + 1 columns of a small cube).
-DERIVATIVE_TUNED = ((256, 1), 16)
+#: Threads per block of the tuned derivative kernel, and the values of the flat spectrum each thread takes.
+DERIVATIVE_THREADS = 256
+DERIVATIVE_PER_THREAD = 4
+DERIVATIVE_TUNED = (DERIVATIVE_THREADS, DERIVATIVE_PER_THREAD)
 #: Most blocks along y; more rows are covered by a grid-stride loop (the grid's y limit is 65535).
 MAX_BLOCKS_Y = 4096
 
@@ -120,51 +125,56 @@ def poisson_spectrum_simple_kernel(dtype_name: str):
     return poisson_spectrum_simple
 
 
-# The tuned kernels: spectrum and out are flat views of (rows, m) arrays; the thread at column i takes
-# rows j0 ... j0 + ROWS - 1, j0 = (blockIdx.y * blockDim.y + threadIdx.y) * ROWS. Loads first, then the
-# arithmetic of the first versions, operation for operation (the same bits).
+# The tuned kernels work on flat views of C-contiguous arrays, positions in unsigned 32-bit integers, and
+# keep the arithmetic of the first versions, operation for operation (the same bits).
+#
+# The derivative's factor depends only on the column, so its kernel reads the spectrum as one flat line:
+# the thread t takes the values t, t + T, t + 2T, ... (T: all the grid's threads), so that each warp
+# reads 32 neighbouring values whatever the row length, loads them all, and then finds each value's
+# column as the remainder of its position by the row length. A spectrum of a cube has short rows
+# (n // 2 + 1 columns: 129 for 256^3) that a column per thread would leave half its block idle on.
 
 
 @functools.cache
-def derivative_spectrum_kernel(dtype_name: str, rows: int = ROWS):
-    """out[r, i] = (i k_i)^order spectrum[r, i] / n, `rows` rows per thread, every load first."""
+def derivative_spectrum_kernel(dtype_name: str, per_thread: int = DERIVATIVE_PER_THREAD):
+    """out[e] = (i k)^order spectrum[e] / n over a flat half spectrum, k from the column e % m, `per_thread` values a thread, loads first."""
     real, make = _types(dtype_name)
-    P = rows
+    P = per_thread
     CT = numba.from_dtype(np.dtype(dtype_name))
 
     @cuda.jit
-    def derivative_spectrum(spectrum, out, m, rows_total, k_unit, norm, order, nyquist):
-        i = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
-        j0 = u32((cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * P)
-        if i >= m or j0 >= rows_total:
-            return
-        k = k_unit * real(i)  # real(i): an integer times a float32 would be computed in float64
-        if order == 1:
-            factor = k * norm
-            if i == nyquist:  # the Nyquist wave number has no sign: its derivative term must vanish (book §7.2)
-                factor = real(0)
-        else:
-            factor = -(k * k) * norm
+    def derivative_spectrum(spectrum, out, size, m, k_unit, norm, order, nyquist):
+        first = u32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        stride = u32(cuda.gridDim.x * cuda.blockDim.x)
         values = cuda.local.array(P, CT)
-        row = nonneg(m)
-        first = nonneg(u32(j0 * m + i))
-        count = min(P, np.int64(rows_total) - np.int64(j0))
-        o = first
+        e = first
         for q in range(P):
-            if q < count:
-                values[q] = spectrum[o]
-            o += row
-        o = first
+            if e < size:
+                values[q] = spectrum[nonneg(e)]
+            e = u32(e + stride)
+        e = first
         for q in range(P):
-            if q < count:
+            if e < size:
+                i = u32(e % m)
+                k = k_unit * real(i)  # real(i): an integer times a float32 would be computed in float64
+                if order == 1:
+                    factor = k * norm
+                    if i == nyquist:  # the Nyquist wave number has no sign: its derivative term must vanish (book §7.2)
+                        factor = real(0)
+                else:
+                    factor = -(k * k) * norm
                 v = values[q]
                 if order == 1:  # (a + ib) * i f = -b f + i a f
-                    out[o] = make(complex(-v.imag * factor, v.real * factor))
+                    out[nonneg(e)] = make(complex(-v.imag * factor, v.real * factor))
                 else:
-                    out[o] = v * factor
-            o += row
+                    out[nonneg(e)] = v * factor
+            e = u32(e + stride)
 
     return derivative_spectrum
+
+
+# The tuned Poisson kernel's factor depends on the row too: the thread at column i takes rows
+# j0 ... j0 + ROWS - 1, j0 = (blockIdx.y * blockDim.y + threadIdx.y) * ROWS, loads first.
 
 
 @functools.cache
@@ -304,7 +314,7 @@ def _derivative_arguments(spectrum, out, n: int, length: float, order: int) -> t
     if length <= 0:
         raise ValueError(f"length must be positive; got {length}")
     check_device_array(spectrum, "spectrum")
-    m = spectrum.shape[-1]
+    m = tuple(spectrum.shape)[-1]  # a simulated Numba array's shape refuses negative indices
     if n // 2 + 1 != m:
         raise ArrayArgumentError(f"a half spectrum of n = {n} real points has n // 2 + 1 = {n // 2 + 1} columns; got {m}")
     rows_in, rows_out = as_rows(spectrum), as_rows(out) if tuple(out.shape) == tuple(spectrum.shape) else out
@@ -314,19 +324,23 @@ def _derivative_arguments(spectrum, out, n: int, length: float, order: int) -> t
 
 
 @planned
-def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, block: tuple[int, int] | None = None,
-                        rows: int | None = None):
+def derivative_spectrum(spectrum, out, n: int, length: float = 2 * np.pi, order: int = 1, threads: int | None = None,
+                        per_thread: int | None = None):
     """out = (i k)^order spectrum / n over the last axis of a half spectrum of n real points on a period `length` (out may be spectrum).
 
-    `block` and `rows` (per thread) default to DERIVATIVE_TUNED's.
+    `threads` (per block) and `per_thread` (values a thread takes) default to DERIVATIVE_TUNED's.
     """
-    block, rows = (DERIVATIVE_TUNED[k] if v is None else v for k, v in enumerate((block, rows)))
+    threads, per_thread = (DERIVATIVE_TUNED[k] if v is None else v for k, v in enumerate((threads, per_thread)))
     rows_in, rows_out, dtype, real, nyquist = _derivative_arguments(spectrum, out, n, length, order)
     check_32bit(rows_in.shape, "the spectrum")
+    per_thread = check_rows(per_thread, "values per thread")
+    (threads,) = check_threads_per_block(threads)
     total, m = rows_in.shape
-    blocks, threads = rows_grid((total, m), block, rows)
-    return bind(derivative_spectrum_kernel(dtype.name, int(rows)), blocks, threads, flat(rows_in), flat(rows_out), np.uint32(m),
-                np.uint32(total), real(2 * np.pi / length), real(1.0 / n), np.int32(order), np.int64(nyquist))
+    size = total * m
+    threads = max(1, min(threads, size))  # no idle threads on a tiny array (in the simulator each one costs)
+    (blocks,) = check_blocks(max(1, math.ceil(size / (threads * per_thread))))
+    return bind(derivative_spectrum_kernel(dtype.name, per_thread), blocks, threads, flat(rows_in), flat(rows_out), np.uint32(size),
+                np.uint32(m), real(2 * np.pi / length), real(1.0 / n), np.int32(order), np.int64(nyquist))
 
 
 @planned
