@@ -43,6 +43,7 @@ from numba import cuda
 from ..arrays import require_cupy
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import STREAMS, LibraryLaunch, bind, planned, unowned
+from ..simulation import device_function
 from ..validate import check_blocks, check_device_array, check_threads_per_block
 from .indexing import check_32bit, check_rows, flat, u32
 from .stencil import nonneg
@@ -74,9 +75,36 @@ def _types(dtype_name: str) -> tuple:
 
 
 @functools.cache
+def derivative_arithmetic(dtype_name: str) -> tuple:
+    """(factor, times): the arithmetic of both derivative kernels, as device functions, so that they give the same bits.
+
+    factor(i, k_unit, norm, order, nyquist) is the real factor of column i, k / n (order 1, 0 at the Nyquist column)
+    or -k^2 / n (order 2), k = k_unit i; times(v, factor, order) is v i factor (order 1) or v factor (order 2).
+    """
+    real, make = _types(dtype_name)
+
+    @device_function
+    def factor(i, k_unit, norm, order, nyquist):
+        k = k_unit * real(i)  # real(i): an integer times a float32 would be computed in float64
+        if order == 1:
+            if i == nyquist:  # the Nyquist wave number has no sign: its derivative term must vanish (book §7.2)
+                return real(0)
+            return k * norm
+        return -(k * k) * norm
+
+    @device_function
+    def times(v, factor, order):
+        if order == 1:  # (a + ib) * i f = -b f + i a f
+            return make(complex(-v.imag * factor, v.real * factor))
+        return v * factor
+
+    return factor, times
+
+
+@functools.cache
 def derivative_spectrum_simple_kernel(dtype_name: str):
     """The first version: out[r, i] = (i k_i)^order spectrum[r, i] / n, one value at a time down a grid-stride loop."""
-    real, make = _types(dtype_name)
+    factor_of, times = derivative_arithmetic(dtype_name)
 
     @cuda.jit
     def derivative_spectrum_simple(spectrum, out, k_unit, norm, order, nyquist):
@@ -84,19 +112,9 @@ def derivative_spectrum_simple_kernel(dtype_name: str):
         rows, m = spectrum.shape
         if i >= m:
             return
-        k = k_unit * real(i)  # real(i): an integer times a float32 would be computed in float64
-        if order == 1:
-            factor = k * norm
-            if i == nyquist:  # the Nyquist wave number has no sign: its derivative term must vanish (book §7.2)
-                factor = real(0)
-        else:
-            factor = -(k * k) * norm
+        factor = factor_of(i, k_unit, norm, order, nyquist)
         for r in range(cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y, rows, cuda.gridDim.y * cuda.blockDim.y):
-            v = spectrum[nonneg(r), nonneg(i)]
-            if order == 1:  # (a + ib) * i f = -b f + i a f
-                out[nonneg(r), nonneg(i)] = make(complex(-v.imag * factor, v.real * factor))
-            else:
-                out[nonneg(r), nonneg(i)] = v * factor
+            out[nonneg(r), nonneg(i)] = times(spectrum[nonneg(r), nonneg(i)], factor, order)
 
     return derivative_spectrum_simple
 
@@ -138,7 +156,7 @@ def poisson_spectrum_simple_kernel(dtype_name: str):
 @functools.cache
 def derivative_spectrum_kernel(dtype_name: str, per_thread: int = DERIVATIVE_PER_THREAD):
     """out[e] = (i k)^order spectrum[e] / n over a flat half spectrum, k from the column e % m, `per_thread` values a thread, loads first."""
-    real, make = _types(dtype_name)
+    factor_of, times = derivative_arithmetic(dtype_name)
     P = per_thread
     CT = numba.from_dtype(np.dtype(dtype_name))
 
@@ -154,20 +172,8 @@ def derivative_spectrum_kernel(dtype_name: str, per_thread: int = DERIVATIVE_PER
             e = u32(e + stride)
         e = first
         for q in range(P):
-            if e < size:
-                i = u32(e % m)
-                k = k_unit * real(i)  # real(i): an integer times a float32 would be computed in float64
-                if order == 1:
-                    factor = k * norm
-                    if i == nyquist:  # the Nyquist wave number has no sign: its derivative term must vanish (book §7.2)
-                        factor = real(0)
-                else:
-                    factor = -(k * k) * norm
-                v = values[q]
-                if order == 1:  # (a + ib) * i f = -b f + i a f
-                    out[nonneg(e)] = make(complex(-v.imag * factor, v.real * factor))
-                else:
-                    out[nonneg(e)] = v * factor
+            if e < size:  # the column of position e is e % m
+                out[nonneg(e)] = times(values[q], factor_of(u32(e % m), k_unit, norm, order, nyquist), order)
             e = u32(e + stride)
 
     return derivative_spectrum
