@@ -34,6 +34,7 @@ import numpy as np
 from . import mode
 from .arrays import array_module, poison_value
 from .errors import DecompositionError
+from .graphs import capture
 from .kernels import transpose as T
 from .multigpu import (
     can_access_peer,
@@ -53,6 +54,11 @@ from .timing import effective_bandwidth_gbs
 VARIANT = "no_bank_conflicts"
 #: How each block is transposed: chapter 3's Numba kernel, or CuPy's own copy of a transposed view.
 KERNELS = ("numba", "cupy")
+#: Pieces of rows each incoming block is copied and transposed in, in `run_graphs` (a shorter last transpose after the last copy).
+GRAPH_CHUNKS = 4
+#: How a transpose can be issued: "graphs" (one CUDA graph per GPU), "overlapped" (a stream per stage, issued block by block
+#: from Python), "blocking" (the host waits for each copy).
+HOW = ("graphs", "overlapped", "blocking")
 
 
 @dataclass(frozen=True)
@@ -226,6 +232,7 @@ class DistributedTranspose:
         self.streams = [[new_stream(device) for _ in range(stages)] for device in inp.devices]
         # overlap=True: one stream per (receiver, stage); overlap=False: one stream per receiver, copies waited for.
         self._steps = {overlap: self.plan_steps(overlap, h, w) for overlap in (True, False)}
+        self._graphs: list | None = None  # run_graphs(): one CUDA graph per GPU, made at its first call
         # The streams do not wait for the legacy default stream, where the arrays were filled: wait here, once.
         self.synchronize()
 
@@ -266,21 +273,83 @@ class DistributedTranspose:
             steps.append(made)
         return steps
 
-    def _transposer(self, target, block, receiver: int, stream) -> Callable[[], None]:
-        """A call that transposes `block` into `target` on the receiver's device and `stream` (planned once, here)."""
+    def _transposer(self, target, block, receiver: int, stream) -> Callable[..., None]:
+        """A call that transposes `block` into `target` on the receiver's device and `stream` (planned once, here).
+
+        Called with stream=None it launches on CuPy's current stream instead (as inside a graph's capture).
+        """
         device = self.inp.devices[receiver]
         with on_device(device), (stream if stream is not None else contextlib.nullcontext()):
             if self.kernel == "numba":
                 plan = T.transpose.plan(kernel_view(target), kernel_view(block), VARIANT, self.tile, self.block_rows)
-                return lambda: plan(stream=stream)
+                return lambda stream=stream: plan(stream=stream)
         if mode.is_simulator():
-            return lambda: np.copyto(target, block.T)
+            return lambda stream=None: np.copyto(target, block.T)
 
-        def cupy_copy() -> None:
-            with on_device(device), stream:
+        def cupy_copy(stream=stream) -> None:
+            with on_device(device), (stream if stream is not None else contextlib.nullcontext()):
                 target[...] = block.T
 
         return cupy_copy
+
+    def _graph_of(self, receiver: int):
+        """A CUDA graph of everything one receiver does: its diagonal block, then each incoming block copied and transposed.
+
+        The copies run on a second stream that the capture forks off and joins again, one after
+        another (they share the receiver's link), each cut into `GRAPH_CHUNKS` pieces of rows so that
+        the transposes follow close behind them on the capturing stream; the last transpose, after
+        the last copy, is then short. The host launches one graph per GPU and switches devices P
+        times a run, not once per block.
+        """
+        import cupy
+
+        h, w = self.inp.split.rows_per_part, self.inp.split.cols_per_part
+        side = cupy.cuda.Stream(non_blocking=True)
+        pieces = []  # (copy or None, transpose) in the order the receiver gets its blocks
+        for stage in self.schedule:
+            for sender, target_receiver in stage:
+                if target_receiver != receiver:
+                    continue
+                target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
+                block = self.inp.parts[sender][:, receiver * w:(receiver + 1) * w]
+                if sender == receiver:
+                    pieces.insert(0, (None, self._transposer(target, block, receiver, None)))
+                    continue
+                landing = self.recv[receiver][:, sender * w:(sender + 1) * w]
+                bounds = np.linspace(0, h, min(GRAPH_CHUNKS, h) + 1).astype(int)
+                for r0, r1 in zip(bounds[:-1], bounds[1:]):
+                    pieces.append(((landing[r0:r1], block[r0:r1]), self._transposer(target[:, r0:r1], landing[r0:r1], receiver, None)))
+        events = [cupy.cuda.Event(disable_timing=True) for _ in range(len(pieces) + 1)]
+
+        def record() -> None:
+            main = cupy.cuda.get_current_stream()
+            events[-1].record(main)
+            side.wait_event(events[-1])  # the side stream joins the capture
+            for (copy, transpose), event in zip(pieces, events):
+                if copy is not None:
+                    copy_2d(*copy, stream=side)
+                    event.record(side)
+                    main.wait_event(event)
+                transpose(None)
+            events[-1].record(side)
+            main.wait_event(events[-1])  # and is joined again before the capture ends
+
+        graph = capture(record, f"transpose blocks into part {receiver}")
+        return graph, side, events
+
+    def run_graphs(self) -> None:
+        """Queue the whole transpose as one CUDA graph per GPU (made at the first call): P launches, no per-block host work."""
+        if mode.is_simulator():
+            self.run(True)
+            return
+        if self._graphs is None:
+            self._graphs = []
+            for receiver, device in enumerate(self.inp.devices):
+                with on_device(device):
+                    self._graphs.append(self._graph_of(receiver))
+        for receiver, device in enumerate(self.inp.devices):
+            with on_device(device):
+                self._graphs[receiver][0].launch(self.streams[receiver][0])
 
     @property
     def parts(self) -> int:
@@ -338,9 +407,22 @@ class DistributedTranspose:
                     wrong += int(xp.count_nonzero(~(target == block.T)))
         return wrong
 
-    def time_ms(self, overlap: bool = True, repeat: int = 10) -> float:
-        """Median wall-clock ms of one whole transpose, from idle GPUs until all of them are done (as the book times it)."""
-        return wall_time_ms(lambda: self.run(overlap), self.inp.devices, repeat=repeat)
+    def issue(self, how: str) -> None:
+        """Queue one transpose the way `how` names (HOW): "graphs", "overlapped" or "blocking"."""
+        if how not in HOW:
+            raise ValueError(f"how must be one of {HOW}; got {how!r}")
+        if how == "graphs":
+            self.run_graphs()
+        else:
+            self.run(how == "overlapped")
+
+    def time_ms(self, overlap: bool | str = True, repeat: int = 10) -> float:
+        """Median wall-clock ms of one whole transpose, from idle GPUs until all of them are done (as the book times it).
+
+        `overlap`: True or False as in `run`, or a name from HOW.
+        """
+        how = overlap if isinstance(overlap, str) else ("overlapped" if overlap else "blocking")
+        return wall_time_ms(lambda: self.issue(how), self.inp.devices, repeat=repeat)
 
     def __repr__(self) -> str:
         rows, cols = self.inp.shape
@@ -418,19 +500,24 @@ class TransposeRun:
                 f"{rate(self.gbs)} ({check})")
 
 
-def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool] = (True, False), kernel: str = "numba",
-            repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS,
+#: How each way of issuing the transpose is described in a measured run.
+HOW_WORDS = {"graphs": "a CUDA graph per GPU", "overlapped": "overlapped streams", "blocking": "blocking copies"}
+
+
+def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool | str] = ("graphs", True, False),
+            kernel: str = "numba", repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE, block_rows: int = T.BOOK_BLOCK_ROWS,
             peer_access: bool = True) -> list[TransposeRun]:
-    """Transpose a random split matrix over `devices`: check the first run (poisoned output), then time each mode (wall clock)."""
+    """Transpose a random split matrix over `devices` each way in `overlaps` (True, False or a name from HOW): check, then time (wall clock)."""
     inp = DistributedMatrix.filled(shape, devices, seed=seed)
     runs = []
     with DistributedTranspose(inp, kernel=kernel, tile=tile, block_rows=block_rows, peer_access=peer_access) as transpose:
         for overlap in overlaps:
+            name = overlap if isinstance(overlap, str) else ("overlapped" if overlap else "blocking")
             transpose.poison()
-            transpose.run(overlap)
+            transpose.issue(name)
             wrong = transpose.mismatches()
-            ms = transpose.time_ms(overlap, repeat=repeat)
-            how = f"{'overlapped streams' if overlap else 'blocking copies'}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
+            ms = transpose.time_ms(name, repeat=repeat)
+            how = f"{HOW_WORDS[name]}, {kernel} kernel" if len(devices) > 1 else f"{kernel} kernel"
             if len(set(devices)) > 1:
                 how += f", peer access {'on' if transpose.peer_pairs and peer_access else 'off'}"
             runs.append(TransposeRun(tuple(devices), inp.shape, how, ms, transpose.bytes_moved, wrong))

@@ -303,7 +303,7 @@ SIZES: dict[str, Size] = {
                               unit="(rows, columns) of the MPI transpose",
                               held=lambda s: 12 * _area(s), moved=lambda s: 8 * _area(s), streamed=lambda s: 2 * _area(s),
                               book=(2048, 2048), book_where="§4.2.2, MPI transpose (2048 x 2048, 2 ranks)"),
-    "ch4_mpi_ranks": Size(gpu=2, simulator=2, unit="MPI ranks the notebook starts"),
+    "ch4_mpi_ranks": Size(gpu=2, simulator=2, unit="MPI ranks in the simulator (on a GPU: one per GPU, mpi.default_ranks)"),
     "ch4_test_slice": Size(gpu=(300, 170), simulator=(5, 7), unit="(rows, columns) per part in the tests (times the parts)"),
     "ch4_exercise_slice": Size(gpu=(96, 80), simulator=(3, 5), unit="(rows, columns) per part in the exercise checks"),
     # --- Chapter 5: Monte Carlo ----------------------------------------------------------------

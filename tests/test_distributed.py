@@ -91,22 +91,24 @@ def test_time_ms():
 
 
 def test_peer_access_is_switched_as_asked():
+    """Every pair of the machine's GPUs that allows peer access is switched as asked, then put back: on any number of GPUs."""
     h, w = gpucourse.problem_size("ch4_test_slice")
     count = multigpu.device_count()
     devices = list(range(count)) if count > 1 else [0, 0]
     inp = D.DistributedMatrix.filled((len(devices) * h, len(devices) * w), devices, seed=10)
-    capable = count > 1 and bool(multigpu.peer_matrix()[0, 1])
+    matrix = multigpu.peer_matrix() if count > 1 else None
+    capable = [(a, b) for a in range(count) for b in range(a + 1, count) if matrix[a, b] and matrix[b, a]] if count > 1 else []
     for enabled in (False, True):
-        if capable:
-            multigpu.set_peer_access(0, 1, not enabled)  # the state before: the other one
+        for a, b in capable:
+            multigpu.set_peer_access(a, b, not enabled)  # the state before: the other one
         with D.DistributedTranspose(inp, tile=TILE[0], block_rows=TILE[1], peer_access=enabled) as transpose:
-            assert transpose.peer_pairs == ([(0, 1)] if capable else [])
-            if capable:
-                assert multigpu.set_peer_access(0, 1, enabled) == (enabled, enabled)  # the state the transpose set
+            assert transpose.peer_pairs == capable
+            for a, b in capable:
+                assert multigpu.set_peer_access(a, b, enabled) == (enabled, enabled)  # the state the transpose set
             transpose.run()
             assert transpose.mismatches() == 0
-        if capable:
-            assert multigpu.set_peer_access(0, 1, enabled) == (not enabled, not enabled)  # put back as it was
+        for a, b in capable:
+            assert multigpu.set_peer_access(a, b, enabled) == (not enabled, not enabled)  # put back as it was
 
 
 def test_closing_a_transpose_puts_peer_access_back(monkeypatch):

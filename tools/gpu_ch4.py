@@ -200,7 +200,7 @@ def mpi_programs(repeat: int) -> None:
     launcher = mpi.find_launcher()
     log(f"   launcher: {launcher}")
     shape = gpucourse.problem_size("ch4_mpi_transpose")
-    ranks = gpucourse.problem_size("ch4_mpi_ranks")
+    ranks = mpi.default_ranks()
     runs = {}
     devices = mpi.run_program("gpucourse.mpi.devices", ranks, timeout_s=240)
     log("\n".join(devices.lines))

@@ -191,6 +191,14 @@ def run_program(module: str, ranks: int, args: Sequence[str] = (), *, timeout_s:
     return run.check() if check else run
 
 
+def default_ranks() -> int:
+    """Ranks the chapter's programs start: one per GPU this process sees (the simulator: `ch4_mpi_ranks`, two ranks on its one device)."""
+    from ..multigpu import device_count
+    from ..sizes import problem_size
+
+    return int(problem_size("ch4_mpi_ranks")) if mode.is_simulator() else device_count()
+
+
 def report(result: dict) -> None:
     """Print a program's result as one line starting with RESULT_MARKER (rank 0 calls this once)."""
     print(RESULT_MARKER + json.dumps(result, sort_keys=True), flush=True)

@@ -9,9 +9,9 @@ Methods:
 - ``host``: the book's first version. In stage k rank r sends its block for rank (r - k) mod P
   and receives the block of rank (r + k) mod P: a 2D copy from the device into a pinned host
   buffer, `MPI_Sendrecv` between host buffers, a copy back to the device, a transpose.
-- ``nccl``: device to device. Every rank packs its P blocks into one contiguous buffer, the blocks
-  go out in one grouped NCCL exchange (all sends and receives issued together), and each received
-  block is transposed into place.
+- ``nccl``: device to device, block by block: every block packed into a contiguous buffer on one
+  stream, one NCCL exchange a stage on another, each received block transposed as soon as it is in
+  (`NcclTranspose`), so that the transposes run under the later stages' exchanges.
 - ``cuda-aware``: the book's second version, `MPI_Sendrecv` on device buffers. Only where the MPI
   library says it is CUDA-aware; otherwise the program says so and stops cleanly.
 
@@ -132,29 +132,50 @@ class HostStaged(_Rank):
 
 
 class NcclTranspose(_Rank):
-    """Device to device: pack every block, one grouped NCCL exchange, transpose every received block."""
+    """Device to device, block by block: every block packed, then one NCCL exchange per stage, each block transposed on arrival.
+
+    Stage k (1 .. P - 1) sends this rank's block for rank + k and receives the block of rank - k. The
+    packing and the transposes run on one stream, the exchanges on another: each stage's exchange
+    waits only for its own block's packing, and each transpose only for its own block's arrival, so the
+    transposes of early blocks run under the exchanges of later ones.
+    """
 
     def __init__(self, comm, shape, seed, tile) -> None:
         super().__init__(comm, shape, seed, tile)
+        import cupy
+
         from .exchange import NcclExchange
 
         self.exchange = NcclExchange(comm)
+        self.compute = cupy.cuda.Stream(non_blocking=True)
         self.send = self.xp.empty((self.size, self.h, self.w), np.float32)
         self.recv = self.xp.empty((self.size, self.h, self.w), np.float32)
-        with self.exchange.stream:  # the plans launch on the exchange's stream, after the data arrives
-            self.plans = [self.plan(self.slot_of_output(peer), self.recv[peer]) for peer in range(self.size)]
-        self.wait_for_device()  # the slices were filled on the default stream; the exchange's stream does not wait for it
+        self.stages = [((self.rank + k) % self.size, (self.rank - k) % self.size) for k in range(1, self.size)]
+        self.packed = [cupy.cuda.Event(disable_timing=True) for _ in self.stages]
+        self.arrived = [cupy.cuda.Event(disable_timing=True) for _ in self.stages]
+        with self.compute:  # the plans launch on the compute stream
+            self.local = self.plan(self.slot_of_output(self.rank), self.block_of_input(self.rank))
+            self.plans = {source: self.plan(self.slot_of_output(source), self.recv[source]) for _, source in self.stages}
+        self.wait_for_device()  # the slices were filled on the default stream; the two streams do not wait for it
 
     def run(self) -> None:
         """One whole transpose."""
-        from .exchange import all_to_all
+        from ..multigpu import copy_2d
 
-        stream = self.exchange.stream
-        with stream:
-            self.send[...] = self.inp.reshape(self.h, self.size, self.w).transpose(1, 0, 2)  # block p -> send[p]
-        all_to_all(self.exchange, self.send, self.recv)
-        for plan in self.plans:
-            plan(stream=stream)
+        compute, wire = self.compute, self.exchange.stream
+        self.local(stream=compute)
+        for (to, _), packed in zip(self.stages, self.packed):
+            copy_2d(self.send[to], self.block_of_input(to), stream=compute)
+            packed.record(compute)
+        for (to, source), packed, arrived in zip(self.stages, self.packed, self.arrived):
+            wire.wait_event(packed)
+            with self.exchange.group():  # this stage's pair in one group: neither side waits for the other's order
+                self.exchange.send(self.send[to], to)
+                self.exchange.recv(self.recv[source], source)
+            arrived.record(wire)
+        for (_, source), arrived in zip(self.stages, self.arrived):
+            compute.wait_event(arrived)
+            self.plans[source](stream=compute)
 
     def wait_for_device(self) -> None:
         """Wait until this rank's GPU is idle."""
