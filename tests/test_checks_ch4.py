@@ -96,6 +96,36 @@ def shifted(comm, send, recv):
             comm.recv(recv[(peer + 1) % comm.size], peer)
 
 
+def pairwise_in_order(comm, send, recv):
+    """No group: each pair of ranks exchanges in turn, the lower rank sending first, so that no send waits for ever."""
+    recv[comm.rank][...] = send[comm.rank]
+    for peer in range(comm.size):
+        if peer < comm.rank:
+            comm.recv(recv[peer], peer)
+            comm.send(send[peer], peer)
+        elif peer > comm.rank:
+            comm.send(send[peer], peer)
+            comm.recv(recv[peer], peer)
+
+
+def group_per_peer(comm, send, recv):
+    for peer in range(comm.size):
+        with comm.group():
+            comm.send(send[peer], peer)
+            comm.recv(recv[peer], peer)
+
+
+def test_the_all_to_all_pass_line_says_grouped_only_for_one_group(capsys):
+    for grouped in (exchange.all_to_all, copy_self):
+        ch4.check_all_to_all(grouped)
+        assert "in one grouped exchange that cannot deadlock" in capsys.readouterr().out
+    for ungrouped_but_right in (pairwise_in_order, group_per_peer):
+        ch4.check_all_to_all(ungrouped_but_right)
+        line = capsys.readouterr().out
+        assert line.startswith("\u2705 Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank.")
+        assert "grouped exchange" not in line and "several steps" in line and "with comm.group()" in line
+
+
 def test_all_to_all():
     ch4.check_all_to_all(exchange.all_to_all)
     ch4.check_all_to_all(copy_self)
