@@ -21,7 +21,7 @@ Three levels of detail:
 
 * `split_estimate_ms` (exercise 4.2): the first estimate, from a `Problem`'s bytes, flops and
   exchange, with nothing overlapped and one process per GPU;
-* `transpose_model` and `jacobi_model`: the distributed transpose of chapter 4.3 (its stages, the
+* `transpose_model` and `jacobi_model`: the distributed transpose of notebook 4.3 (its stages, the
   copies hidden under the transposes when overlapped) and one sweep of the 5-point Jacobi on P slabs
   of rows (the halo exchange hidden behind the interior sweep when overlapped), with the host's
   launches issued from one process or one per GPU, or replaced by CUDA graphs;
