@@ -458,12 +458,16 @@ class StageModel:
     @property
     def overlapped_ms(self) -> float:
         """run(overlap=True), in ms: the P - 1 copies each GPU receives, then its last transpose (or its P transposes, if longer)."""
-        return max((self.parts - 1) * self.copy_ms + self.transpose_ms, self.parts * self.transpose_ms)
+        from .domains.model import staged_transpose_ms  # the formula lives there; imported late, so no import cycle
+
+        return staged_transpose_ms(self.parts, self.transpose_ms, self.copy_ms, overlapped=True)
 
     @property
     def blocking_ms(self) -> float:
         """run(overlap=False), in ms: the diagonal transposes, P - 1 stages of P copies one after another, the last transpose."""
-        return 2 * self.transpose_ms + (self.parts - 1) * self.parts * self.copy_ms
+        from .domains.model import staged_transpose_ms
+
+        return staged_transpose_ms(self.parts, self.transpose_ms, self.copy_ms, overlapped=False)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpucourse import distributed as D
 from gpucourse.checks import CheckFailed, ch4
+from gpucourse.domains import model as M
 from gpucourse.mpi import exchange, ranks
 
 # --- 4.1 -----------------------------------------------------------------------------------------
@@ -45,19 +45,153 @@ def test_assign_devices():
 # --- 4.2 -----------------------------------------------------------------------------------------
 
 
-def test_transpose_schedule():
-    ch4.check_transpose_schedule(D.transpose_schedule)
-    ch4.check_transpose_schedule(lambda n: [[((r - k) % n, r) for r in range(n)] for k in range(n)])  # the other direction
-    with pytest.raises(CheckFailed, match="diagonal blocks"):
-        ch4.check_transpose_schedule(lambda n: D.transpose_schedule(n)[1:])
-    with pytest.raises(CheckFailed, match="never move"):  # one stage short
-        ch4.check_transpose_schedule(lambda n: D.transpose_schedule(n)[:-1] if n > 2 else D.transpose_schedule(n))
-    with pytest.raises(CheckFailed, match="part 0 receives 2 blocks"):  # every part sends to part k in stage k: one link busy
-        ch4.check_transpose_schedule(lambda n: [[(r, k) for r in range(n)] for k in range(n)])
-    with pytest.raises(CheckFailed, match="4 stages: 2 parts need 2"):  # one pair per stage: valid pairs, too many stages
-        ch4.check_transpose_schedule(lambda n: [[pair] for stage in D.transpose_schedule(n) for pair in stage])
-    with pytest.raises(CheckFailed, match="comes twice"):
-        ch4.check_transpose_schedule(lambda n: D.transpose_schedule(n) + D.transpose_schedule(n)[1:2])
+def reference_time_ms(problem, gpus, machine):
+    """The notebook's reference answer."""
+    memory_ms = 2 * problem.data_bytes / gpus / (machine.hbm_gbs * 1e9) * 1e3
+    compute_ms = problem.flops / gpus / (machine.tflops * 1e12) * 1e3
+    if gpus == 1 or problem.exchange == "none":
+        sent, messages = 0.0, 0
+    elif problem.exchange == "halo":
+        messages = min(gpus - 1, 2)
+        sent = messages * problem.halo_bytes
+    else:
+        messages = gpus - 1
+        sent = problem.data_bytes / gpus * (gpus - 1) / gpus
+    link_ms = sent / (machine.link_gbs * 1e9) * 1e3
+    step_ms = ((problem.launches + messages) * machine.launch_us + messages * machine.latency_us) / 1e3
+    return max(memory_ms, compute_ms) + link_ms + step_ms
+
+
+def reference_pays(problem, gpus, machine):
+    return reference_time_ms(problem, gpus, machine) < reference_time_ms(problem, 1, machine)
+
+
+def seconds_then_ms(problem, gpus, machine):
+    """Right, written another way: seconds throughout, a table of what each exchange sends, converted at the end."""
+    share = problem.data_bytes / gpus
+    outgoing = {"none": (0, 0), "halo": (problem.halo_bytes * (1 if gpus == 2 else 2), 1 if gpus == 2 else 2),
+                "all_to_all": (share - share / gpus, gpus - 1)}
+    sent, messages = outgoing[problem.exchange] if gpus > 1 else (0, 0)
+    seconds = max(2 * share / (machine.hbm_gbs * 10**9), problem.flops / (gpus * machine.tflops * 10**12))
+    seconds += sent / (machine.link_gbs * 10**9)
+    seconds += (problem.launches * machine.launch_us + messages * (machine.launch_us + machine.latency_us)) * 1e-6
+    return 1000 * seconds
+
+
+def blocks_per_gpu(problem, gpus, machine):
+    """Right, written a third way: in blocks of a share, bytes over GB/s give µs... then ms."""
+    block = problem.data_bytes / gpus**2
+    neighbours = 0 if gpus == 1 else (1 if gpus == 2 else 2)
+    if problem.exchange == "all_to_all":
+        sent, messages = block * (gpus - 1), gpus - 1
+    elif problem.exchange == "halo":
+        sent, messages = problem.halo_bytes * neighbours, neighbours
+    else:
+        sent, messages = 0, 0
+    us = max(2 * block * gpus / (machine.hbm_gbs * 1e3), problem.flops / gpus / (machine.tflops * 1e6))
+    us += sent / (machine.link_gbs * 1e3) + problem.launches * machine.launch_us
+    for _ in range(messages):
+        us += machine.launch_us + machine.latency_us
+    return us / 1000
+
+
+def faster_per_gpu(problem, gpus, machine):
+    """Wrong: pays only if P GPUs are P times as fast."""
+    return seconds_then_ms(problem, gpus, machine) * gpus < seconds_then_ms(problem, 1, machine)
+
+
+def student(mistake):
+    """An answer that makes one usual mistake (the check's own catalogue, written out as a student would)."""
+    return lambda problem, gpus, machine: ch4._mistaken_ms(mistake, problem, gpus, machine)
+
+
+def test_the_split_estimate_passes_right_answers(capsys):
+    for answer in (reference_time_ms, seconds_then_ms, blocks_per_gpu, M.split_estimate_ms):
+        ch4.check_split_estimate(answer, reference_pays)
+        assert capsys.readouterr().out.startswith("\u2705 Exercise 4.2: your estimate matches the model on 16 cases")
+    ch4.check_split_estimate(seconds_then_ms, lambda problem, gpus, machine: not seconds_then_ms(problem, gpus, machine)
+                             >= seconds_then_ms(problem, 1, machine))
+
+
+def read_only_by_hand(problem, gpus, machine):
+    """Wrong: counts the data once in HBM (written by hand, not from the catalogue)."""
+    return reference_time_ms(problem, gpus, machine) - (
+        max(2 * problem.data_bytes / gpus / (machine.hbm_gbs * 1e9), problem.flops / gpus / (machine.tflops * 1e12))
+        - max(problem.data_bytes / gpus / (machine.hbm_gbs * 1e9), problem.flops / gpus / (machine.tflops * 1e12))) * 1e3
+
+
+def no_steps_by_hand(problem, gpus, machine):
+    """Wrong: the launches and the latency left out."""
+    _, messages = M.exchanged(problem, gpus)
+    return reference_time_ms(problem, gpus, machine) - (
+        (problem.launches + messages) * machine.launch_us + messages * machine.latency_us) / 1e3
+
+
+def p_peers_by_hand(problem, gpus, machine):
+    """Wrong: the all-to-all sends the whole share, to P peers."""
+    if problem.exchange != "all_to_all" or gpus == 1:
+        return reference_time_ms(problem, gpus, machine)
+    memory = 2 * problem.data_bytes / gpus / (machine.hbm_gbs * 1e9) * 1e3
+    link = problem.data_bytes / gpus / (machine.link_gbs * 1e9) * 1e3
+    return memory + link + ((problem.launches + gpus) * machine.launch_us + gpus * machine.latency_us) / 1e3
+
+
+@pytest.mark.parametrize(("answer", "cause"), [
+    (student("link_for_hbm"), "The memory time uses the link's bandwidth"),
+    (read_only_by_hand, "The memory time counts the data once"),
+    (student("read_only"), "The memory time counts the data once"),
+    (student("sent_and_received"), "The link time puts the bytes a GPU sends and those it receives on one direction"),
+    (student("both_directions_bandwidth"), "The link time uses both directions' bandwidth"),
+    (no_steps_by_hand, "The per-step costs are left out"),
+    (student("no_launch_cost"), "The host's cost per step"),
+    (student("no_latency"), "The link's latency"),
+    (student("messages_not_issued"), "Only the launches pay machine.launch_us"),
+    (p_peers_by_hand, "In the all-to-all a GPU sends to P - 1 others, not P"),
+    (student("halo_to_all"), "A halo goes to the neighbouring slabs only"),
+    (student("two_neighbours"), "With 2 GPUs each slab has one neighbour"),
+    (student("not_divided"), "The memory and compute times are not divided by the GPUs"),
+    (student("one_process"), "The steps are counted for all P GPUs"),
+    (student("added_compute"), "Memory and compute times are added"),
+    (student("no_compute"), "The flops are left out"),
+    (student("seconds"), "Your times are 1000 times too small"),
+    (student("microseconds"), "Your times are 1000 times too large"),
+])
+def test_the_split_estimate_names_each_usual_mistake(answer, cause):
+    with pytest.raises(CheckFailed) as failed:
+        ch4.check_split_estimate(answer, reference_pays)
+    message = str(failed.value)
+    assert message.startswith(f"Exercise 4.2: not yet right.\n  - {cause}"), message
+    assert "For " in message and "yours" in message and len(message.splitlines()) <= 5 and len(message) < 600
+
+
+def test_the_split_estimate_explains_an_unknown_mistake_and_wrong_verdicts():
+    two_mistakes = lambda problem, gpus, machine: ch4._mistaken_ms("read_only", problem, gpus, machine) * 1.5  # noqa: E731
+    with pytest.raises(CheckFailed, match=r"For the transpose of 16384² float32 on 1 GPU .*The model's parts: memory .* compute"):
+        ch4.check_split_estimate(two_mistakes, reference_pays)
+    with pytest.raises(CheckFailed, match=r"split_pays\('the transpose of 16384² float32', 4, .*says False, but 4 GPUs take "
+                                          r"0\.692\d? ms and one GPU 0\.7308 ms: splitting pays when the split run is faster at all"):
+        ch4.check_split_estimate(reference_time_ms, faster_per_gpu)
+    with pytest.raises(CheckFailed, match="returned 'fast'; return True or False"):
+        ch4.check_split_estimate(reference_time_ms, lambda problem, gpus, machine: "fast")
+    with pytest.raises(CheckFailed, match="returned None; return the time in ms, a number"):
+        ch4.check_split_estimate(lambda problem, gpus, machine: None, reference_pays)
+    with pytest.raises(CheckFailed, match="raised AttributeError"):
+        ch4.check_split_estimate(lambda problem, gpus, machine: problem.bytes, reference_pays)
+
+
+def test_every_usual_mistake_is_told_apart_from_the_others():
+    values = {m: [ch4._mistaken_ms(m, *case) for case in ch4.SPLIT_CASES] for m in ch4.SPLIT_MISTAKES}
+    reference = [M.split_estimate_ms(*case) for case in ch4.SPLIT_CASES]
+    for mistake, got in values.items():
+        differs = [abs(g - w) > 10 * ch4._TOLERANCE * w for g, w in zip(got, reference)]
+        assert any(differs), mistake
+        for other, theirs in values.items():
+            if other != mistake:
+                assert any(abs(g - t) > 10 * ch4._TOLERANCE * t for g, t in zip(got, theirs)), (mistake, other)
+    verdicts = [M.splitting_pays(*case) for case in ch4.SPLIT_CASES if case[1] > 1]
+    assert any(verdicts) and not all(verdicts)  # some cases pay and some do not
+    kinds = {(case[0].exchange, M.splitting_pays(*case)) for case in ch4.SPLIT_CASES if case[1] > 1}
+    assert {("all_to_all", True), ("all_to_all", False), ("halo", True), ("halo", False), ("none", True)} <= kinds
 
 
 # --- 4.3 -----------------------------------------------------------------------------------------
@@ -94,6 +228,36 @@ def shifted(comm, send, recv):
         for peer in range(comm.size):
             comm.send(send[peer], peer)
             comm.recv(recv[(peer + 1) % comm.size], peer)
+
+
+def pairwise_in_order(comm, send, recv):
+    """No group: each pair of ranks exchanges in turn, the lower rank sending first, so that no send waits for ever."""
+    recv[comm.rank][...] = send[comm.rank]
+    for peer in range(comm.size):
+        if peer < comm.rank:
+            comm.recv(recv[peer], peer)
+            comm.send(send[peer], peer)
+        elif peer > comm.rank:
+            comm.send(send[peer], peer)
+            comm.recv(recv[peer], peer)
+
+
+def group_per_peer(comm, send, recv):
+    for peer in range(comm.size):
+        with comm.group():
+            comm.send(send[peer], peer)
+            comm.recv(recv[peer], peer)
+
+
+def test_the_all_to_all_pass_line_says_grouped_only_for_one_group(capsys):
+    for grouped in (exchange.all_to_all, copy_self):
+        ch4.check_all_to_all(grouped)
+        assert "in one grouped exchange that cannot deadlock" in capsys.readouterr().out
+    for ungrouped_but_right in (pairwise_in_order, group_per_peer):
+        ch4.check_all_to_all(ungrouped_but_right)
+        line = capsys.readouterr().out
+        assert line.startswith("\u2705 Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank.")
+        assert "grouped exchange" not in line and "several steps" in line and "with comm.group()" in line
 
 
 def test_all_to_all():

@@ -1,9 +1,9 @@
 """Checks for the chapter 4 exercises (solutions/ch04_multi_gpu.ipynb).
 
-The exercises are about who does what on which device, so the checks run the student's code where
-it matters and compare with the package's own answer: device assignment on random host lists, a
-stage schedule that then drives a real distributed transpose, an all-to-all on a stand-in for NCCL
-with NCCL's rules. The same verdict comes on a GPU and in the simulator.
+The checks run the student's code and compare with the package's own answer: device assignment on
+random host lists, a prediction of whether splitting a problem over GPUs pays against the model of
+`gpucourse.domains.model` (each usual mistake recognised by the numbers it gives), an all-to-all on
+a stand-in for NCCL with NCCL's rules. The same verdict comes on a GPU and in the simulator.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import distributed as D
+from ..domains import model as M
 from ..mpi import ranks
 from ..mpi.exchange import ExchangeError, loopback_exchange
 from ..sizes import problem_size
@@ -67,35 +67,169 @@ def check_assign_devices(assign_devices: Callable[[list[str], int], object]) -> 
            "(the book's interleaved hosts and random ones).")
 
 
-def check_transpose_schedule(transpose_schedule: Callable[[int], object]) -> None:
-    """Exercise 4.2: `transpose_schedule(parts)` lists the stages of (sender, receiver) pairs; it then drives a transpose."""
-    problems: list[str] = []
-    for parts in (1, 2, 3, 4, 5, 8):
+# --- Exercise 4.2: does splitting pay? ------------------------------------------------------------
+
+_N = 16384
+_NVSWITCH = M.H100_NVSWITCH
+_PCIE = M.H100_PCIE
+_GRAPHS = M.Machine(1500.0, 250.0, launch_us=2.0, latency_us=3.0, tflops=19.5, name="A100 SXM, NVLink 3, steps in CUDA graphs")
+_TRANSPOSE = M.Problem(f"the transpose of {_N}² float32", _N * _N * 4, exchange="all_to_all")
+_SMALL_TRANSPOSE = M.Problem("the transpose of 1024² float32", 1024 * 1024 * 4, exchange="all_to_all")
+_STENCIL = M.Problem(f"a Jacobi sweep of {_N}² float32", _N * _N * 4, flops=5.0 * _N * _N, exchange="halo", halo_bytes=_N * 4,
+                     launches=3)
+_SMALL_STENCIL = M.Problem("a Jacobi sweep of 512² float32", 512 * 512 * 4, flops=5.0 * 512 * 512, exchange="halo",
+                           halo_bytes=512 * 4, launches=3)
+_COMPUTE = M.Problem("a compute-bound kernel (2**24 float32, 4000 flop each)", 2**24 * 4, flops=4000.0 * 2**24)
+_SMALL_COMPUTE = M.Problem("a compute-bound kernel (2**16 float32, 4000 flop each)", 2**16 * 4, flops=4000.0 * 2**16)
+#: (problem, gpus, machine): large and small, every exchange, P = 1 to 8, NVSwitch, PCIe and graphs' cheap steps.
+SPLIT_CASES = ((_TRANSPOSE, 1, _NVSWITCH), (_TRANSPOSE, 2, _NVSWITCH), (_TRANSPOSE, 4, _NVSWITCH), (_TRANSPOSE, 4, _PCIE),
+               (_TRANSPOSE, 8, _GRAPHS), (_SMALL_TRANSPOSE, 4, _NVSWITCH), (_STENCIL, 1, _NVSWITCH), (_STENCIL, 2, _NVSWITCH),
+               (_STENCIL, 4, _NVSWITCH), (_STENCIL, 8, _PCIE), (_SMALL_STENCIL, 2, _GRAPHS), (_SMALL_STENCIL, 4, _NVSWITCH),
+               (_COMPUTE, 1, _GRAPHS), (_COMPUTE, 4, _NVSWITCH), (_COMPUTE, 8, _PCIE), (_SMALL_COMPUTE, 4, _NVSWITCH))
+_TOLERANCE = 1e-3  # relative: the same arithmetic in another order agrees to far better
+
+
+def _mistaken_ms(mistake: str, problem: M.Problem, gpus: int, machine: M.Machine) -> float:
+    """The estimate as a usual mistake computes it, ms."""
+    e = M.split_estimate(problem, gpus, machine)
+    memory, compute, link, steps = e.memory_ms, e.compute_ms, e.link_ms, e.step_ms
+    sent, messages = e.sent_bytes, e.messages
+    launch, latency = machine.launch_us / 1e3, machine.latency_us / 1e3
+    if mistake == "link_for_hbm":
+        memory = memory * machine.hbm_gbs / machine.link_gbs
+    elif mistake == "read_only":
+        memory /= 2
+    elif mistake == "not_divided":
+        memory, compute = memory * gpus, compute * gpus
+    elif mistake == "sent_and_received":
+        link *= 2
+    elif mistake == "both_directions_bandwidth":
+        link /= 2
+    elif mistake in ("p_peers", "halo_to_all", "two_neighbours"):
+        if mistake == "p_peers" and problem.exchange == "all_to_all" and gpus > 1:
+            sent, messages = problem.data_bytes / gpus, gpus
+        elif mistake == "halo_to_all" and problem.exchange == "halo":
+            messages = gpus - 1
+            sent = messages * problem.halo_bytes
+        elif mistake == "two_neighbours" and problem.exchange == "halo" and gpus > 1:
+            sent, messages = 2 * problem.halo_bytes, 2
+        link = sent / (machine.link_gbs * M.GB) * 1e3
+        steps = (problem.launches + messages) * launch + messages * latency
+    elif mistake == "no_steps":
+        steps = 0.0
+    elif mistake == "no_launch_cost":
+        steps = messages * latency
+    elif mistake == "no_latency":
+        steps = (problem.launches + messages) * launch
+    elif mistake == "messages_not_issued":
+        steps = problem.launches * launch + messages * latency
+    elif mistake == "one_process":
+        steps = gpus * (problem.launches + messages) * launch + messages * latency
+    elif mistake == "added_compute":
+        return memory + compute + link + steps
+    elif mistake == "no_compute":
+        compute = 0.0
+    total = max(memory, compute) + link + steps
+    return {"seconds": total / 1e3, "microseconds": total * 1e3}.get(mistake, total)
+
+
+#: Each usual mistake and what to tell its author, cause first.
+SPLIT_MISTAKES = {
+    "link_for_hbm": "the memory time uses the link's bandwidth. Each GPU reads and writes its share in its own HBM, at "
+                    "machine.hbm_gbs; only the bytes it sends to other GPUs go at machine.link_gbs.",
+    "read_only": "the memory time counts the data once. A run reads every byte and writes it back: 2 * data_bytes / P "
+                 "cross each GPU's HBM.",
+    "not_divided": "the memory and compute times are not divided by the GPUs: each GPU holds 1/P of the data and does 1/P of the "
+                   "flops.",
+    "sent_and_received": "the link time puts the bytes a GPU sends and those it receives on one direction. A link carries both "
+                         "directions at once, each at machine.link_gbs: count only what a GPU sends.",
+    "both_directions_bandwidth": "the link time uses both directions' bandwidth for the bytes a GPU sends. machine.link_gbs is "
+                                 "per direction, and everything a GPU sends goes one way.",
+    "p_peers": "in the all-to-all a GPU sends to P - 1 others, not P: its own block stays, so it sends (P - 1)/P of its share, "
+               "in P - 1 messages.",
+    "halo_to_all": "a halo goes to the neighbouring slabs only (at most 2), not to every other GPU.",
+    "two_neighbours": "with 2 GPUs each slab has one neighbour, so it sends one halo in one message; only middle slabs have two.",
+    "no_steps": "the per-step costs are left out: each launch and each message costs machine.launch_us, and each message the "
+                "link's machine.latency_us as well. They decide small problems.",
+    "no_launch_cost": "the host's cost per step (machine.launch_us, for each launch and each message) is left out.",
+    "no_latency": "the link's latency (machine.latency_us, once per message) is left out.",
+    "messages_not_issued": "only the launches pay machine.launch_us: the host issues every message (a copy) too, so each pays "
+                           "machine.launch_us as well as the latency.",
+    "one_process": "the steps are counted for all P GPUs: here each GPU has a process of its own (as with MPI), which issues "
+                   "only its own launches and messages.",
+    "added_compute": "memory and compute times are added: a kernel computes while its loads are in flight, so take the larger "
+                     "of the two.",
+    "no_compute": "the flops are left out: a compute-bound kernel takes flops / P / (machine.tflops * 1e12) s, longer than its "
+                  "memory time.",
+    "seconds": "your times are 1000 times too small: return milliseconds.",
+    "microseconds": "your times are 1000 times too large: return milliseconds (1 µs = 1e-3 ms).",
+}
+
+
+def _case(problem: M.Problem, gpus: int, machine: M.Machine) -> str:
+    return f"{problem.name} on {gpus} GPU{'s' if gpus > 1 else ''} ({machine.name})"
+
+
+def _close(got: float, want: float) -> bool:
+    return abs(got - want) <= _TOLERANCE * abs(want)
+
+
+def split_model_problems(predicted_time_ms: Callable[..., object], split_pays: Callable[..., object]) -> list[str]:
+    """What is wrong with an answer to exercise 4.2, in words (empty: right on every case)."""
+    got: list[float] = []
+    for problem, gpus, machine in SPLIT_CASES:
+        call = f"predicted_time_ms({problem.name!r}, {gpus}, {machine.name!r})"
         try:
-            stages = [list(stage) for stage in transpose_schedule(parts)]
+            value = predicted_time_ms(problem, gpus, machine)
         except Exception as exc:  # any exception is a wrong answer, reported in words
-            problems.append(f"transpose_schedule({parts}) raised {type(exc).__name__}: {exc}")
-            break
-        found = D.schedule_problems(stages, parts)
-        if not found and len(stages) != parts:
-            found = [f"{len(stages)} stages: {parts} parts need {parts} (stage 0 for the local blocks, then {parts - 1} in which every "
-                     "part sends once and receives once)."]
-        if found:
-            problems += [f"with {parts} parts: {p}" for p in found[:3]]
-            break
-    if not problems:  # the schedule must also drive the transpose: fresh random data, poisoned output, three slices on one device
-        h, w = problem_size("ch4_exercise_slice")
-        tile, block_rows = problem_size("ch4_tile")
-        seed = int(np.random.default_rng(_SEED.spawn(1)[0]).integers(1, 10**6))
-        inp = D.DistributedMatrix.filled((3 * h, 3 * w), [0, 0, 0], seed=seed)
-        transpose = D.DistributedTranspose(inp, schedule=transpose_schedule(3), tile=tile, block_rows=block_rows)
-        transpose.run()
-        wrong = transpose.mismatches()
-        if wrong:
-            problems.append(f"the transpose driven by your schedule left {wrong} elements wrong or unwritten.")
-    fail(problems, "Exercise 4.2")
-    passed("Exercise 4.2: the schedule is valid for 1 to 8 parts (every block once, each part sending and receiving once per "
-           "stage), and it transposed a random matrix split in three.")
+            return [f"{call} raised {type(exc).__name__}: {exc}"]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            return [f"{call} returned {value!r}; return the time in ms, a number."]
+        got.append(float(value))
+    want = [M.split_estimate_ms(*case) for case in SPLIT_CASES]
+    wrong = [i for i, (g, w) in enumerate(zip(got, want)) if not _close(g, w)]
+    if wrong:
+        first = wrong[0]
+        problem, gpus, machine = SPLIT_CASES[first]
+        where = f"For {_case(problem, gpus, machine)}: yours {got[first]:.4g} ms, the model's {want[first]:.4g} ms."
+        fits = {mistake: sum(_close(g, _mistaken_ms(mistake, *case)) for g, case in zip(got, SPLIT_CASES))
+                for mistake in SPLIT_MISTAKES}
+        explains = [m for m in SPLIT_MISTAKES if fits[m] == len(SPLIT_CASES)]
+        if not explains:  # a mistake together with another: name the one that fits the first wrong case and most others
+            explains = sorted((m for m in SPLIT_MISTAKES if _close(got[first], _mistaken_ms(m, *SPLIT_CASES[first]))),
+                              key=lambda m: -fits[m])
+        if explains:
+            cause = SPLIT_MISTAKES[explains[0]]
+            return [f"{cause[0].upper()}{cause[1:]} {where}"]
+        parts = M.split_estimate(problem, gpus, machine)
+        return [f"{where} The model's parts: memory {parts.memory_ms:.4g} ms, compute {parts.compute_ms:.4g} ms (the larger "
+                f"counts), link {parts.link_ms:.4g} ms ({parts.sent_bytes:.4g} bytes sent), steps {parts.step_ms:.4g} ms "
+                f"({problem.launches} launch{'es' if problem.launches != 1 else ''}, {parts.messages} message"
+                f"{'s' if parts.messages != 1 else ''}): compare yours with these."]
+    for problem, gpus, machine in SPLIT_CASES:
+        if gpus == 1:
+            continue
+        call = f"split_pays({problem.name!r}, {gpus}, {machine.name!r})"
+        try:
+            verdict = split_pays(problem, gpus, machine)
+        except Exception as exc:  # any exception is a wrong answer, reported in words
+            return [f"{call} raised {type(exc).__name__}: {exc}"]
+        if not isinstance(verdict, (bool, np.bool_)):
+            return [f"{call} returned {verdict!r}; return True or False."]
+        split, alone = M.split_estimate_ms(problem, gpus, machine), M.split_estimate_ms(problem, 1, machine)
+        if bool(verdict) != (split < alone):
+            return [f"{call} says {bool(verdict)}, but {gpus} GPUs take {split:.4g} ms and one GPU {alone:.4g} ms: splitting pays "
+                    "when the split run is faster at all, its time below the same estimate with gpus=1."]
+    return []
+
+
+def check_split_estimate(predicted_time_ms: Callable[..., object], split_pays: Callable[..., object]) -> None:
+    """Exercise 4.2: `predicted_time_ms(problem, gpus, machine)` is the first estimate, `split_pays` compares it with one GPU."""
+    fail(split_model_problems(predicted_time_ms, split_pays), "Exercise 4.2")
+    splits = [M.splitting_pays(*case) for case in SPLIT_CASES if case[1] > 1]
+    passed(f"Exercise 4.2: your estimate matches the model on {len(SPLIT_CASES)} cases (transposes, stencils, compute, small and "
+           f"large, NVLink, PCIe, CUDA graphs), and tells the {sum(splits)} splits that pay from the "
+           f"{len(splits) - sum(splits)} that do not.")
 
 
 def _received_problems(received, sends, size: int) -> list[str]:
@@ -124,10 +258,16 @@ def check_all_to_all(all_to_all: Callable[..., object]) -> None:
     h, w = problem_size("ch4_exercise_slice")
     rng = np.random.default_rng(_SEED.spawn(1)[0])
     problems: list[str] = []
+    groups_per_rank: list[int] = []  # groups of calls each rank issued (an ungrouped call is a group of its own)
+
+    def watched(comm, send, recv):
+        all_to_all(comm, send, recv)
+        groups_per_rank.append(sum(1 for group in comm.fabric.groups[comm.rank] if group))
+
     for size in (2, 3, 4):
         sends = [rng.random((size, h, w), dtype=np.float32) for _ in range(size)]
         try:
-            received = loopback_exchange(all_to_all, sends, (h, w), np.float32)
+            received = loopback_exchange(watched, sends, (h, w), np.float32)
         except ExchangeError as exc:
             problems.append(f"with {size} ranks: {exc}")
             break
@@ -141,4 +281,9 @@ def check_all_to_all(all_to_all: Callable[..., object]) -> None:
             problems += [f"with {size} ranks: {p}" for p in found]
             break
     fail(problems, "Exercise 4.3")
-    passed("Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank, in one grouped exchange that cannot deadlock.")
+    if max(groups_per_rank, default=0) <= 1:
+        passed("Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank, in one grouped exchange that cannot deadlock.")
+    else:
+        passed("Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank. Your sends and receives go in several steps, "
+               "ordered so that every send meets its receive; one `with comm.group():` around them all would issue them "
+               "together, with no order to get right.")
