@@ -56,9 +56,12 @@ VARIANT = "no_bank_conflicts"
 KERNELS = ("numba", "cupy")
 #: Pieces of rows each incoming block is copied and transposed in, in `run_graphs` (a shorter last transpose after the last copy).
 GRAPH_CHUNKS = 4
-#: How a transpose can be issued: "graphs" (one CUDA graph per GPU), "overlapped" (a stream per stage, issued block by block
-#: from Python), "blocking" (the host waits for each copy).
-HOW = ("graphs", "overlapped", "blocking")
+#: How the graph of each GPU brings in the others' blocks (DistributedTranspose._graph_of), and the default.
+GRAPH_ROUTES = ("copies", "parallel", "direct")
+GRAPH_ROUTE = "parallel"
+#: How a transpose can be issued: "graphs" (one CUDA graph per GPU, GRAPH_ROUTE), "graphs-<route>" (another route),
+#: "overlapped" (a stream per stage, issued block by block from Python), "blocking" (the host waits for each copy).
+HOW = ("graphs", *(f"graphs-{route}" for route in GRAPH_ROUTES), "overlapped", "blocking")
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,7 @@ class DistributedTranspose:
         self.streams = [[new_stream(device) for _ in range(stages)] for device in inp.devices]
         # overlap=True: one stream per (receiver, stage); overlap=False: one stream per receiver, copies waited for.
         self._steps = {overlap: self.plan_steps(overlap, h, w) for overlap in (True, False)}
-        self._graphs: list | None = None  # run_graphs(): one CUDA graph per GPU, made at its first call
+        self._graphs: dict = {}  # run_graphs(): one CUDA graph per GPU and route, made at its first call
         # The streams do not wait for the legacy default stream, where the arrays were filled: wait here, once.
         self.synchronize()
 
@@ -292,20 +295,26 @@ class DistributedTranspose:
 
         return cupy_copy
 
-    def _graph_of(self, receiver: int):
-        """A CUDA graph of everything one receiver does: its diagonal block, then each incoming block copied and transposed.
+    def _graph_of(self, receiver: int, route: str):
+        """A CUDA graph of everything one receiver does: its diagonal block, then each incoming block brought in and transposed.
 
-        The copies run on a second stream that the capture forks off and joins again, one after
-        another (they share the receiver's link), each cut into `GRAPH_CHUNKS` pieces of rows so that
-        the transposes follow close behind them on the capturing stream; the last transpose, after
-        the last copy, is then short. The host launches one graph per GPU and switches devices P
-        times a run, not once per block.
+        `route` (GRAPH_ROUTES): "copies", every block pulled by one copy stream, one after another
+        (they share the receiver's link); "parallel", a copy stream per sender, so that the copy
+        engines pull from all senders at once; "direct", no copy at all: the transpose kernel reads
+        the sender's memory over the link (peer access) and writes the receiver's. With copies, each
+        block moves in `GRAPH_CHUNKS` pieces of rows, each transposed as soon as it is in, so the
+        last transpose after the last copy is short. The host launches one graph per GPU and switches
+        devices P times a run, not once per block.
         """
         import cupy
 
+        if route not in GRAPH_ROUTES:
+            raise ValueError(f"route must be one of {GRAPH_ROUTES}; got {route!r}")
         h, w = self.inp.split.rows_per_part, self.inp.split.cols_per_part
-        side = cupy.cuda.Stream(non_blocking=True)
-        pieces = []  # (copy or None, transpose) in the order the receiver gets its blocks
+        senders = [s for stage in self.schedule for s, r in stage if r == receiver and s != receiver]
+        sides = {s: cupy.cuda.Stream(non_blocking=True) for s in (senders if route == "parallel" else senders[:1])}
+        local = None
+        pieces = []  # (side stream or None, copy or None, transpose)
         for stage in self.schedule:
             for sender, target_receiver in stage:
                 if target_receiver != receiver:
@@ -313,43 +322,57 @@ class DistributedTranspose:
                 target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
                 block = self.inp.parts[sender][:, receiver * w:(receiver + 1) * w]
                 if sender == receiver:
-                    pieces.insert(0, (None, self._transposer(target, block, receiver, None)))
+                    local = self._transposer(target, block, receiver, None)
                     continue
+                if route == "direct":
+                    pieces.append((None, None, self._transposer(target, block, receiver, None)))
+                    continue
+                side = sides[sender] if route == "parallel" else sides[senders[0]]
                 landing = self.recv[receiver][:, sender * w:(sender + 1) * w]
                 bounds = np.linspace(0, h, min(GRAPH_CHUNKS, h) + 1).astype(int)
                 for r0, r1 in zip(bounds[:-1], bounds[1:]):
-                    pieces.append(((landing[r0:r1], block[r0:r1]), self._transposer(target[:, r0:r1], landing[r0:r1], receiver, None)))
-        events = [cupy.cuda.Event(disable_timing=True) for _ in range(len(pieces) + 1)]
+                    pieces.append((side, (landing[r0:r1], block[r0:r1]),
+                                   self._transposer(target[:, r0:r1], landing[r0:r1], receiver, None)))
+        events = [cupy.cuda.Event(disable_timing=True) for _ in range(len(pieces) + len(sides) + 1)]
+        fork, joins = events[-1], events[len(pieces):-1]
 
         def record() -> None:
             main = cupy.cuda.get_current_stream()
-            events[-1].record(main)
-            side.wait_event(events[-1])  # the side stream joins the capture
-            for (copy, transpose), event in zip(pieces, events):
+            fork.record(main)
+            for side in sides.values():
+                side.wait_event(fork)  # each side stream joins the capture
+            for (side, copy, _), event in zip(pieces, events):  # queue every copy first, each on its stream
                 if copy is not None:
                     copy_2d(*copy, stream=side)
                     event.record(side)
+            if local is not None:
+                local(None)
+            for (_side, copy, transpose), event in zip(pieces, events):
+                if copy is not None:
                     main.wait_event(event)
                 transpose(None)
-            events[-1].record(side)
-            main.wait_event(events[-1])  # and is joined again before the capture ends
+            for side, join in zip(sides.values(), joins):
+                join.record(side)
+                main.wait_event(join)  # and is joined again before the capture ends
 
-        graph = capture(record, f"transpose blocks into part {receiver}")
-        return graph, side, events
+        graph = capture(record, f"transpose blocks into part {receiver} ({route})")
+        return graph, sides, events
 
-    def run_graphs(self) -> None:
-        """Queue the whole transpose as one CUDA graph per GPU (made at the first call): P launches, no per-block host work."""
-        if mode.is_simulator():
-            self.run(True)
+    def run_graphs(self, route: str | None = None) -> None:
+        """Queue the whole transpose as one CUDA graph per GPU (made at the first call for `route`): P launches, no per-block host work."""
+        route = route or GRAPH_ROUTE
+        if mode.is_simulator() or (route == "direct" and not self.peer_pairs and len(set(self.inp.devices)) > 1):
+            self.run(True)  # the simulator has no graphs; without peer access a kernel cannot read another GPU
             return
-        if self._graphs is None:
-            self._graphs = []
+        if route not in self._graphs:
+            made = []
             for receiver, device in enumerate(self.inp.devices):
                 with on_device(device):
-                    self._graphs.append(self._graph_of(receiver))
+                    made.append(self._graph_of(receiver, route))
+            self._graphs[route] = made
         for receiver, device in enumerate(self.inp.devices):
             with on_device(device):
-                self._graphs[receiver][0].launch(self.streams[receiver][0])
+                self._graphs[route][receiver][0].launch(self.streams[receiver][0])
 
     @property
     def parts(self) -> int:
@@ -411,8 +434,8 @@ class DistributedTranspose:
         """Queue one transpose the way `how` names (HOW): "graphs", "overlapped" or "blocking"."""
         if how not in HOW:
             raise ValueError(f"how must be one of {HOW}; got {how!r}")
-        if how == "graphs":
-            self.run_graphs()
+        if how.startswith("graphs"):
+            self.run_graphs(how.partition("-")[2] or None)
         else:
             self.run(how == "overlapped")
 
@@ -505,7 +528,8 @@ class TransposeRun:
 
 
 #: How each way of issuing the transpose is described in a measured run.
-HOW_WORDS = {"graphs": "a CUDA graph per GPU", "overlapped": "overlapped streams", "blocking": "blocking copies"}
+HOW_WORDS = {"graphs": "a CUDA graph per GPU", **{f"graphs-{r}": f"a CUDA graph per GPU ({r})" for r in GRAPH_ROUTES},
+             "overlapped": "overlapped streams", "blocking": "blocking copies"}
 
 
 def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequence[bool | str] = ("graphs", True, False),

@@ -104,7 +104,7 @@ def run_reference(ref: Path, counts: list[int], niter: int, nccheck: int, n: int
 
 def summarize(results: dict, commit: str | None) -> dict:
     """The record's keys: efficiency on 2 and 4 GPUs (strong, the default halo, graphs), the reference's time over ours, the transpose."""
-    strong = [r for r in results.get("strong", []) if r["graphs"] and r["halo"] == 10]
+    strong = [r for r in results.get("strong", []) if r["graphs"] and (r["halo"] == 10 or r["gpus"] == 1)]
     eff = {r["gpus"]: r["efficiency"] for r in strong}
     ours = {r["gpus"]: r["ms_per_sweep"] for r in strong}
     ref = {r["gpus"]: r["ms_per_sweep"] for r in results.get("reference") or [] if r["name"] == "multi_threaded_p2p"}
@@ -185,7 +185,8 @@ def main(argv=None) -> int:
     if "transpose" in parts:
         RESULTS["transpose"] = []
         for gpus in counts[1:] or [2]:
-            runs = guarded(f"transpose over {gpus}", D.measure, (n, n), scaling.devices_for(gpus))
+            runs = guarded(f"transpose over {gpus}", D.measure, (n, n), scaling.devices_for(gpus),
+                           overlaps=("graphs", *(f"graphs-{r}" for r in D.GRAPH_ROUTES if r != D.GRAPH_ROUTE), True, False))
             for run in runs or []:
                 RESULTS["transpose"].append(run.as_dict())
                 log(f"   {run}")
@@ -200,7 +201,8 @@ def main(argv=None) -> int:
             model = D.StageModel.from_rates(n * n * 4, gpus, one.gbs, link)
             measured = {r["how"].split(",")[0]: r["ms"] for r in RESULTS["transpose"] if r["gpus"] == gpus}
             graphs_ms = measured.get(D.HOW_WORDS["graphs"])
-            row = {"gpus": gpus, "block_bytes": block, "link_gbs": link, "transpose_gbs": one.gbs, "model_ms": model.overlapped_ms,
+            routes = {r: measured.get(D.HOW_WORDS[f"graphs-{r}"]) for r in D.GRAPH_ROUTES}
+            row = {"routes_ms": routes, "default_route": D.GRAPH_ROUTE, "gpus": gpus, "block_bytes": block, "link_gbs": link, "transpose_gbs": one.gbs, "model_ms": model.overlapped_ms,
                    "graphs_ms": graphs_ms, "overlapped_ms": measured.get(D.HOW_WORDS["overlapped"]),
                    "of_model": model.overlapped_ms / graphs_ms if graphs_ms else None}
             RESULTS["transpose_model"].append(row)

@@ -8,8 +8,8 @@
 * `scaling`: strong and weak scaling against the course's own one-GPU sweep, and the record.
 """
 
-from . import slabs
+from . import model, slabs
 from .peer import PeerJacobi
 from .slabs import SlabPlan, plan_slabs
 
-__all__ = ["PeerJacobi", "SlabPlan", "plan_slabs", "slabs"]
+__all__ = ["PeerJacobi", "SlabPlan", "model", "plan_slabs", "slabs"]
