@@ -202,7 +202,8 @@ def main(argv=None) -> int:
             measured = {r["how"].split(",")[0]: r["ms"] for r in RESULTS["transpose"] if r["gpus"] == gpus}
             graphs_ms = measured.get(D.HOW_WORDS["graphs"])
             routes = {r: measured.get(D.HOW_WORDS[f"graphs-{r}"]) for r in D.GRAPH_ROUTES}
-            row = {"routes_ms": routes, "default_route": D.GRAPH_ROUTE, "gpus": gpus, "block_bytes": block, "link_gbs": link, "transpose_gbs": one.gbs, "model_ms": model.overlapped_ms,
+            row = {"routes_ms": routes, "default_route": D.GRAPH_ROUTE,
+                   "gpus": gpus, "block_bytes": block, "link_gbs": link, "transpose_gbs": one.gbs, "model_ms": model.overlapped_ms,
                    "graphs_ms": graphs_ms, "overlapped_ms": measured.get(D.HOW_WORDS["overlapped"]),
                    "of_model": model.overlapped_ms / graphs_ms if graphs_ms else None}
             RESULTS["transpose_model"].append(row)
