@@ -39,3 +39,14 @@ def test_more_or_fewer():
     assert verdicts.more_or_fewer(16.5, 16.94) == "about as many"
     with pytest.raises(ValueError):
         verdicts.more_or_fewer(1.0, 0.0)
+
+
+def test_the_launch_cost_table_words_the_graph_against_the_gated_time():
+    from gpucourse.launch_costs import LaunchCost, launch_cost_table
+
+    costs = [LaunchCost("a plan: plan()", 5.4, 5.2, ""), LaunchCost("a CUDA graph of 100 plan launches, replayed (per launch)", 0.08, 1.156, "")]
+    notes = launch_cost_table(costs, 32768, 2.04, simulated=False).notes
+    assert "a copy takes 2.04 us of GPU time" in notes[0] and "The graph's copies take 1.16 us each, less than that" in notes[1]
+    slower_graph = [costs[0], LaunchCost(costs[1].way, 0.08, 2.1, "")]
+    assert len(launch_cost_table(slower_graph, 32768, 2.04, simulated=False).notes) == 1
+    assert "Simulator" in launch_cost_table(costs, 32768, None, simulated=True).notes[0]
