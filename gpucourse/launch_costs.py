@@ -21,6 +21,7 @@ from .report import Table
 from .sizes import problem_size
 from .timing import back_to_back_us, host_cost_us
 from .validate import blocks_to_cover
+from .verdicts import SAME_SPEED
 
 
 @dataclass(frozen=True)
@@ -82,16 +83,23 @@ def measure_launch_costs(elements: int, calls: int | None = None) -> list[Launch
     return costs
 
 
-def launch_cost_table(costs: list[LaunchCost], elements: int, gpu_us: float | None) -> Table:
-    """The measured costs as a table, with the kernel's own GPU time (gated) for comparison."""
+def launch_cost_table(costs: list[LaunchCost], elements: int, gpu_us: float | None, simulated: bool | None = None) -> Table:
+    """The measured costs as a table, with the copy's GPU time per call behind a gate (us) for comparison."""
+    simulated = mode.is_simulator() if simulated is None else simulated
     table = Table(["way of launching", "host us per call", "back to back, us per call", "what it does"],
                   title=f"Launching a copy of {elements} float32 ({8 * elements / 1e3:.0f} kB moved)")
     for cost in costs:
         table.rows.append([cost.way, cost.host_us, cost.back_to_back_us, cost.note])
-    if gpu_us is not None and not mode.is_simulator():
-        table.notes.append(f"The kernel itself runs for {gpu_us:.1f} us on the GPU (gated benchmark): any way slower than that "
-                           "per call leaves the GPU idle between launches.")
-    if mode.is_simulator():
+    if gpu_us is not None and not simulated:
+        table.notes.append(f"Launched one after another behind a gate (gpucourse.benchmark), a copy takes {gpu_us:.3g} us of GPU time, "
+                           "the GPU's own work between two launches included: any way slower than that per call leaves the GPU idle "
+                           "between launches.")
+        graph = [cost.back_to_back_us for cost in costs if cost.way.startswith("a CUDA graph") and cost.back_to_back_us is not None]
+        if graph and graph[0] < (1 - SAME_SPEED) * gpu_us:
+            table.notes.append(f"The graph's copies take {graph[0]:.3g} us each, less than that: a graph hands the GPU its whole "
+                               "sequence of kernels at once, so it starts each one with less work after the previous one than a "
+                               "launch that comes through the stream on its own.")
+    if simulated:
         table.notes.append("Simulator: every launch runs the kernel in Python threads before it returns, so these are not "
                            "launch costs; on a GPU this table compares the ways of launching.")
     return table

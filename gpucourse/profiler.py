@@ -8,6 +8,8 @@ figures that say what bounds it:
 * **DRAM %**: bytes moved to and from device memory, as a share of the peak rate;
 * **SM %**: the busiest of the multiprocessors' units (issue, arithmetic pipes, load/store), as a
   share of its peak: a kernel near 100 % here and far from it in DRAM is bound by instructions;
+* **DRAM bytes**: bytes read from and written to device memory, for the book's *actual throughput*
+  (§2.3.3) beside the effective bandwidth a kernel's own byte count gives;
 * **achieved occupancy**: warps resident on a multiprocessor, as a share of the most it can hold;
 * **top stall**: what the warps wait for most (share of the cycles a warp is resident):
   `long_scoreboard` is a load from memory, `barrier` a `syncthreads`, `mio_throttle` and
@@ -47,7 +49,11 @@ METRICS = {
     "sm_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "registers": "launch__registers_per_thread",
+    "dram_read_bytes": "dram__bytes_read.sum",
+    "dram_write_bytes": "dram__bytes_write.sum",
 }
+#: ncu's byte units, in bytes.
+BYTE_UNITS = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "KB": 1e3, "MB": 1e6, "GB": 1e9, "B": 1.0}
 #: Every stall reason: smsp__warp_issue_stalled_<reason>_per_warp_active.pct.
 STALLS = re.compile(r"smsp__warp_issue_stalled_(\w+?)_per_warp_active\.pct")
 #: "selected" is the state of a warp that issues: not a stall.
@@ -69,6 +75,14 @@ class KernelProfile:
     occupancy_pct: float
     registers: int | None
     stalls: dict[str, float] = field(default_factory=dict)
+    dram_bytes: float | None = None
+
+    @property
+    def actual_throughput_gbs(self) -> float | None:
+        """The book's actual throughput (§2.3.3): bytes DRAM read and wrote over the kernel's time, in GB/s; None if not counted."""
+        if self.dram_bytes is None or self.duration_us <= 0:
+            return None
+        return self.dram_bytes / (self.duration_us * 1e3)
 
     @property
     def top_stall(self) -> tuple[str, float] | None:
@@ -191,6 +205,8 @@ def parse_raw_csv(text: str, labels: Mapping[str, str] | None = None) -> tuple[K
             label = next((text for text, pattern in (labels or {}).items() if re.search(pattern, name)), function)
         values = {key: _number(row[column[metric]]) if metric in column else None for key, metric in METRICS.items()}
         scale = duration_scale.get(units[column[METRICS["duration_us"]]].strip(), 1.0) if METRICS["duration_us"] in column else 1.0
+        dram = [values[key] * BYTE_UNITS.get(units[column[METRICS[key]]].strip(), 1.0)
+                for key in ("dram_read_bytes", "dram_write_bytes") if values[key] is not None]
         stalls = {}
         for metric, index in column.items():
             match = STALLS.fullmatch(metric)
@@ -199,7 +215,8 @@ def parse_raw_csv(text: str, labels: Mapping[str, str] | None = None) -> tuple[K
                 stalls[match.group(1)] = value
         profiles.append(KernelProfile(label, function, (values["duration_us"] or 0.0) * scale, values["dram_pct"] or 0.0,
                                       values["memory_pct"] or 0.0, values["sm_pct"] or 0.0, values["occupancy_pct"] or 0.0,
-                                      int(values["registers"]) if values["registers"] is not None else None, stalls))
+                                      int(values["registers"]) if values["registers"] is not None else None, stalls,
+                                      sum(dram) if len(dram) == 2 else None))
     return tuple(profiles)
 
 

@@ -186,3 +186,27 @@ def test_bad_arguments():
         I.interval_sum(gpucourse.to_device(np.zeros(2, np.float32)), gpucourse.to_device(np.zeros(0, np.float32)))
     with pytest.raises(ArrayArgumentError, match="int32"):
         I.parity(x)
+
+
+def test_multiply_add_chain_with_compiler_switches():
+    """The §3.6.2 chain: its float64 reference, and on a GPU the three NVRTC builds (contracted, not, flushing)."""
+    assert I.multiply_add_chain_c_reference(np.array([0.0, 2.0], np.float32), 0.5, 1.0, 1).tolist() == [2 - 2.0**-7, 2.0]
+    with pytest.raises(ValueError, match="switch"):
+        I.multiply_add_chain_c_kernel("--use_fast_math")
+    x = gpucourse.random_array(4096, np.float32, seed=6, low=-1, high=1)
+    if mode.is_simulator():
+        with pytest.raises(GPUOnlyFeature):
+            I.multiply_add_chain_c(x, 0.999, 0.001, 4)
+        return
+    import cupy
+
+    reference = I.multiply_add_chain_c_reference(x, 0.999, 0.001, 4)
+    for switch in ("defaults", "--fmad=false"):
+        values = cupy.asarray(x)
+        I.multiply_add_chain_c(values, 0.999, 0.001, 4, switch)
+        np.testing.assert_allclose(cupy.asnumpy(values), reference, atol=1e-5)
+    tiny = np.full(256, 1e-39, np.float32)  # subnormal: flushed to zero by --ftz=true, kept by the defaults
+    kept, flushed = cupy.asarray(tiny), cupy.asarray(tiny)
+    I.multiply_add_chain_c(kept, 0.75, 1e-39, 2)
+    I.multiply_add_chain_c(flushed, 0.75, 1e-39, 2, "--ftz=true")
+    assert (cupy.asnumpy(kept) > 0).all() and (cupy.asnumpy(flushed) == 0).all()

@@ -135,3 +135,14 @@ def test_two_labels_for_one_kernel_take_its_launches_in_order():
     profiles = profiler.parse_raw_csv(RECORDED.read_text(), {"first launch": "jacobi", "second launch": "jacobi"})
     assert [p.label for p in profiles[:3]] == ["first launch", "second launch", "first launch"]  # labels used up: the first matching
     assert profiles[0].kernel == "jacobi_global_book_kernel" and profiles[1].kernel == "jacobi_global_rows"
+
+
+def test_dram_bytes_in_any_unit_give_the_actual_throughput():
+    header = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum",'
+              '"dram__throughput.avg.pct_of_peak_sustained_elapsed"\n')
+    table = header + '"","","us","Mbyte","Kbyte","%"\n"0","stride_kernel(Array<float, 1>)","100","268.44","134217.73","40"\n'
+    (profile,) = profiler.parse_raw_csv(table, {"stride 1": "stride_kernel"})
+    assert profile.dram_bytes == pytest.approx(268.44e6 + 134.21773e6)
+    assert profile.actual_throughput_gbs == pytest.approx(profile.dram_bytes / 100e3)  # bytes per ns = GB/s
+    (recorded,) = profiler.parse_raw_csv(RECORDED.read_text(), LABELS)[:1]
+    assert recorded.dram_bytes is None and recorded.actual_throughput_gbs is None  # that run did not count bytes

@@ -7,6 +7,8 @@
 * Intrinsics: `numba.cuda.libdevice` exposes CUDA's device functions by name, such as `sincosf`
   (sine and cosine in one call) and additions and products with a chosen rounding direction.
   The simulator runs Python's math instead and has no libdevice, so these kernels are GPU-only.
+* Compiler switches: the book's `-Mcuda=nofma` and `-Mcuda=flushz` one at a time, as NVRTC's
+  `--fmad=false` and `--ftz=true` on a multiply-add chain in CUDA C (GPU only, through CuPy).
 * Divergent warps: the same work split between two branches by thread (both branches run in every
   warp) or by warp (each warp runs one).
 """
@@ -144,6 +146,58 @@ def sine_chain_reference(values: np.ndarray, steps: int) -> np.ndarray:
 def sine_chain_operations(n: int, steps: int) -> int:
     """Sine evaluations `sine_chain` performs on n elements."""
     return n * steps
+
+
+# ---------------------------------------------------------------------------------------------
+# The book's compiler switches one at a time (§3.6.2: -Mcuda=nofma, -Mcuda=flushz): CUDA C compiled by
+# NVRTC with --fmad=false or --ftz=true, where Numba offers only fastmath=True, which sets both and more.
+
+#: x <- x * a + b, 8 * `steps` times per element in float32 registers: one FFMA each, or an FMUL and an FADD.
+MULTIPLY_ADD_CHAIN_CUDA_C = r"""
+extern "C" __global__ void multiply_add_chain_c(float* values, const float a, const float b, const int steps, const long long n)
+{
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = values[i];
+    for (int s = 0; s < steps; ++s) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x = x * a + b;
+    }
+    values[i] = x;
+}
+"""
+#: NVRTC's options for the three builds: its defaults (contract to FMA, keep subnormals), no contraction, flush to zero.
+COMPILER_SWITCHES = {"defaults": (), "--fmad=false": ("--fmad=false",), "--ftz=true": ("--ftz=true",)}
+
+
+@functools.cache
+def multiply_add_chain_c_kernel(switch: str):
+    """The chain as a cupy.RawKernel built with one of COMPILER_SWITCHES (GPU only)."""
+    from ..arrays import require_cupy
+
+    if switch not in COMPILER_SWITCHES:
+        raise ValueError(f"switch must be one of {list(COMPILER_SWITCHES)}; got {switch!r}")
+    cupy = require_cupy("CUDA C compiled with NVRTC's --fmad and --ftz")
+    return cupy.RawKernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", options=COMPILER_SWITCHES[switch])
+
+
+def multiply_add_chain_c(values, a: float, b: float, steps: int, switch: str = "defaults", threads_per_block: int = 256) -> None:
+    """Apply x <- x * a + b 8 * `steps` times to every element of a float32 CuPy array, in place, built with `switch` (GPU only)."""
+    from ..validate import blocks_to_cover
+
+    kernel = multiply_add_chain_c_kernel(switch)
+    if values.dtype != np.float32 or values.ndim != 1:
+        raise ValueError(f"values must be a 1D float32 array; got {values.dtype} with {values.ndim} dimension(s)")
+    n = values.size
+    kernel((blocks_to_cover(n, threads_per_block),), (threads_per_block,), (values, np.float32(a), np.float32(b), np.int32(steps), np.int64(n)))
+
+
+def multiply_add_chain_c_reference(values: np.ndarray, a: float, b: float, steps: int) -> np.ndarray:
+    """The chain in float64 from the float32 inputs and constants (the yardstick for both builds' rounding errors)."""
+    x, a64, b64 = values.astype(np.float64), float(np.float32(a)), float(np.float32(b))
+    for _ in range(8 * steps):
+        x = x * a64 + b64
+    return x
 
 
 # ---------------------------------------------------------------------------------------------
