@@ -429,6 +429,47 @@ def peer_bandwidth(source: int, target: int, nbytes: int, *, peer: bool = True, 
     return PeerTransfer(source, target, count * 4, peer, timing_device, timing.median_ms, verified)
 
 
+def exchange_bandwidth(devices: Sequence[int], nbytes: int, repeat: int = 10) -> float:
+    """GB/s each GPU receives when every GPU in `devices` pulls `nbytes` from every other one at the same time (all to all).
+
+    Each GPU queues its P - 1 peer copies (cudaMemcpyPeerAsync) on a stream of its own, all GPUs at
+    once, as a distributed transpose moves its blocks; the wall time from idle GPUs to the last copy's
+    end gives the rate. One pair copying alone (`peer_bandwidth`) can be faster: here every GPU's link
+    carries its own pulls and the others' at once, in both directions. Peer access must be on. (The
+    simulator: NumPy copies, no rate: nan.)
+    """
+    devices = [check_ordinal(d) for d in devices]
+    if len(set(devices)) < 2 or len(set(devices)) != len(devices):
+        raise PeerAccessError(f"an exchange needs two or more different GPUs, each once; got {list(devices)}.")
+    if nbytes < 4 or nbytes % 4:
+        raise ValueError(f"nbytes must be a positive multiple of 4 (float32 elements); got {nbytes}")
+    if mode.is_simulator():
+        return float("nan")
+    cupy = require_cupy("exchange bandwidth")
+    count, parts = nbytes // 4, len(devices)
+    sources, targets, streams = [], [], []
+    for device in devices:
+        with on_device(device):
+            sources.append(cupy.random.default_rng(device).random(count, dtype=np.float32))
+            targets.append(cupy.full((parts - 1, count), np.nan, np.float32))
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+    synchronize_all(devices)
+
+    def exchange() -> None:
+        for p, device in enumerate(devices):
+            with on_device(device):
+                others = [q for q in range(parts) if q != p]
+                for k, q in enumerate(others):
+                    copy_peer(targets[p][k], sources[q], stream=streams[p])
+
+    ms = wall_time_ms(exchange, devices, repeat=repeat)
+    for p in range(parts):
+        others = [q for q in range(parts) if q != p]
+        if not all(_same_values(targets[p][k], sources[q]) for k, q in enumerate(others)):
+            raise AssertionError(f"the all-to-all copies into GPU {devices[p]} are wrong")
+    return (parts - 1) * count * 4 / (ms * 1e-3) / 1e9
+
+
 def peer_sweep(source: int, target: int, sizes: Sequence[int], *, peer: bool, repeat: int = 10) -> list[PeerTransfer]:
     """`peer_bandwidth` over transfer sizes (bytes), reusing one pair of buffers of the largest size."""
     buffers = peer_buffers(source, target, max(sizes))

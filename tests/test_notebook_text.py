@@ -228,8 +228,6 @@ BOOK_SECTION = re.compile(r"§\s?(\d+)\.(\d+)(?:\.\d+)*")
 #: Notebooks of chapters 4-7 whose prose still types figures (issue 29): each must still fail the check, so that
 #: the list shrinks as they are fixed. The lead empties it after merging the chapter helpers' branches.
 PENDING_TYPED_FIGURES = {
-    "chapters/04_multi_gpu/02_peer_to_peer.ipynb",  # cell 12: NVLink's 900 GB/s from the datasheet
-    "chapters/04_multi_gpu/03_p2p_transpose.ipynb",  # cell 24: the reference run's table and model (3475, 37.9, 391 GB/s; ms)
     "chapters/05_monte_carlo/04_reductions.ipynb",  # cells 18 and 28: "about 3 TB/s x 600 ns on an H100"
 }
 

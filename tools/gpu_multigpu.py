@@ -197,13 +197,16 @@ def main(argv=None) -> int:
             if one is None or sim:
                 break
             block = n * n * 4 // gpus**2
-            link = multigpu.peer_bandwidth(0, 1, block, peer=True, repeat=10).gbs
+            pair = multigpu.peer_bandwidth(0, 1, block, peer=True, repeat=10).gbs
+            link = multigpu.exchange_bandwidth(scaling.devices_for(gpus), block)
             model = D.StageModel.from_rates(n * n * 4, gpus, one.gbs, link)
+            pair_model = D.StageModel.from_rates(n * n * 4, gpus, one.gbs, pair)
             measured = {r["how"].split(",")[0]: r["ms"] for r in RESULTS["transpose"] if r["gpus"] == gpus}
             graphs_ms = measured.get(D.HOW_WORDS["graphs"])
             routes = {r: measured.get(D.HOW_WORDS[f"graphs-{r}"]) for r in D.GRAPH_ROUTES}
             row = {"routes_ms": routes, "default_route": D.GRAPH_ROUTE,
-                   "gpus": gpus, "block_bytes": block, "link_gbs": link, "transpose_gbs": one.gbs, "model_ms": model.overlapped_ms,
+                   "gpus": gpus, "block_bytes": block, "link_gbs": link, "pair_link_gbs": pair,
+                   "pair_model_ms": pair_model.overlapped_ms, "transpose_gbs": one.gbs, "model_ms": model.overlapped_ms,
                    "graphs_ms": graphs_ms, "overlapped_ms": measured.get(D.HOW_WORDS["overlapped"]),
                    "of_model": model.overlapped_ms / graphs_ms if graphs_ms else None}
             RESULTS["transpose_model"].append(row)
