@@ -62,7 +62,10 @@ def _register_with_ipython() -> None:
         return
     shell = get_ipython()
     if shell is not None and hasattr(shell, "set_custom_exc"):
-        shell.set_custom_exc((CheckFailed,), _show_check_failure)
+        from .guard import CheckTimedOut, watch
+
+        shell.set_custom_exc((CheckFailed, CheckTimedOut), _show_check_failure)
+        watch(shell)  # from an exercise notebook's set-up cell on, a cell that could change the checks is refused
 
 
 def passed(message: str) -> None:
@@ -146,4 +149,15 @@ def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     return run.got, run.problems
 
 
+def _limit_chapter_checks() -> None:
+    """Load the chapter modules and put each check under a time limit (`guard.limited_check`): every check ends."""
+    import importlib
+
+    from .guard import CHECK_MODULES, limit_checks
+
+    for name in sorted(CHECK_MODULES):
+        limit_checks(importlib.import_module(f"{__name__}.{name}"))
+
+
+_limit_chapter_checks()
 _register_with_ipython()
