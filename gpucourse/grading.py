@@ -21,7 +21,7 @@ from nbgrader import utils
 from nbgrader.converters import Autograde, GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor, OverwriteCells
 
-from .checks.guard import refusal_message, screen
+from .checks.guard import course_names, refusal_message, screen
 from .exercises import BEGIN_SOLUTION, strip_solutions
 
 
@@ -50,13 +50,18 @@ def refused_cell_source(source: str, message: str) -> str:
 class ScreenCells(NbGraderPreprocessor):
     """Screen every code cell that is not one of nbgrader's locked cells; a refused cell raises the screen's message instead."""
 
+    def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
+        # what every cell's imports bind to the course's modules: a cell's use of a module another cell imported is followed
+        self.names = course_names([cell.source for cell in nb.cells if cell.cell_type == "code"])
+        return super().preprocess(nb, resources)
+
     def preprocess_cell(self, cell: Any, resources: Any, index: int) -> tuple[Any, Any]:
         if cell.cell_type != "code":
             return cell, resources
         # After OverwriteCells a cell with a grade_id is one in nbgrader's database, and a locked one holds its source as released.
         if "grade_id" in cell.metadata.get("nbgrader", {}) and utils.is_locked(cell):
             return cell, resources
-        refusals = screen(cell.source)
+        refusals = screen(cell.source, self.names)
         if refusals:
             message = refusal_message(refusals)
             self.log.warning("Cell %d refused by the course's screen: %s", index, message.replace("\n", " "))

@@ -107,7 +107,7 @@ def tampered_submission(released: dict, solution: dict) -> dict:
     setup = next(cell for cell in cells if "from gpucourse.checks import ch1" in "".join(cell["source"]))
     setup["source"] = "from numba import cuda" + FAKE_CH1  # the set-up cell itself: locked, so autograde restores it
     answer_cell(notebook, "add_arrays")["source"] = WRONG_ADD + FAKE_CH1  # 1.1: the check module's name rebound
-    answer_cell(notebook, "scale_rows")["source"] = answer_cell(solution, "scale_rows")["source"] + SILENCE_FAILURES  # 1.2
+    answer_cell(notebook, "scale_rows")["source"] = "".join(answer_cell(solution, "scale_rows")["source"]) + SILENCE_FAILURES  # 1.2
     stub = next(cell for cell in cells if "cuda.gridsize(1)" in "".join(cell["source"]) and "NotImplementedError" in "".join(cell["source"]))
     stub["source"] = "import sys\n\nsys.modules['gpucourse.checks'].fail = lambda problems, exercise: None\nfill_kernel = None\n"  # 1.3
     answer_cell(notebook, "launch_config")["source"] = TAMPER_WHEN_CALLED  # 1.4: tampers only when the check calls it

@@ -80,6 +80,18 @@ TAMPERS = {
     "a with target": "from numba import cuda\n\nwith open('x') as cuda:\n    pass\n",
     "type() with three arguments": "Fake = type('Fake', (), {'check_expected_streamed_time': print})\n",
     "the course's file writer": "gpucourse.scripts.run_python('print(1)')\n",
+    "getattr as a value": "import functools\n\nglobals_of = functools.reduce(getattr, ['_' + '_globals__'], print)\n",
+    "type as a value": "make = type\nFake = make('Fake', (), {})\n",
+    "functools.update_wrapper on a module": (
+        "import functools\n\nimport numpy as np\n\n\nclass Lenient:\n    isclose = staticmethod(lambda *args, **kwargs: True)\n\n\n"
+        "functools.update_wrapper(np, Lenient, assigned=(), updated=('__dict__',))\n"),
+    "string.Formatter": "import string\n\nfield = string.Formatter().get_field('0.f_globals', (print,), {})\n",
+    "typing.get_type_hints": "import typing\n\n\ndef f(x: 'print(1)'):\n    pass\n\n\ntyping.get_type_hints(f)\n",
+    "a dunder-named class attribute": "class Anything(float):\n    __eq__ = lambda self, other: True\n",
+    "the course's size table": "gpucourse.sizes.SIZES.clear()\n",
+    "the size table imported": "from gpucourse.sizes import SIZES\n\nSIZES.clear()\n",
+    "the size table through its module": "from gpucourse import sizes\n\nsizes.SIZES.clear()\n",
+    "a course module passed on": "import functools\n\nfunctools.partial(print, gpucourse.sizes)\n",
 }
 
 
@@ -104,8 +116,11 @@ def test_every_cell_of_the_course_notebooks_passes_the_screen(folder):
     paths = sorted((ROOT / folder).glob("*.ipynb"))
     assert paths
     for path in paths:
-        for index, source in answer_and_setup_cells(path):
-            assert guard.screen(source) == [], f"{path.name} cell {index}: {guard.refusal_message(guard.screen(source))}"
+        cells = answer_and_setup_cells(path)
+        names = guard.course_names([source for _, source in cells])  # as autograde screens them: the notebook's imports followed
+        for index, source in cells:
+            refusals = guard.screen(source, names)
+            assert refusals == [], f"{path.name} cell {index}: {guard.refusal_message(refusals)}"
 
 
 def test_the_check_cell_form_and_the_setup_imports_pass():
@@ -202,6 +217,17 @@ def test_a_cell_run_before_the_setup_cell_keeps_the_checks_from_loading():
     refused = errors_of(cells[2])
     assert refused and "cell [1]" in refused[0].evalue and "line 3" in refused[0].evalue
     assert errors_of(cells[4]) and "\u2705" not in text_of(cells)
+
+
+def test_numba_signature_strings_are_type_names_only():
+    assert guard.safe_signature("void(float32[:], float32[:, ::1], int32)") and guard.safe_signature("float32(float32, float32)")
+    assert not guard.safe_signature("exec('import os')") and not guard.safe_signature("float32(float32).__class__")
+    guard.guard_signature_strings()
+    from numba.core import sigutils
+
+    assert sigutils.normalize_signature("float32(float32, float32)")[1] is not None
+    with pytest.raises(TypeError, match="Numba type names"):
+        sigutils.normalize_signature("print('forged') or float32(float32)")
 
 
 def test_a_chapter_notebook_that_imports_from_the_checks_is_not_screened():

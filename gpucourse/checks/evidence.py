@@ -8,6 +8,7 @@ timing, compute-sanitizer) is said to be judged there.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Callable, Sequence
 
@@ -32,7 +33,8 @@ from .trace import (
 def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = False) -> tuple[Trace | None, str]:
     """A trace of `entry(*arguments)` and an empty note, or None and a note saying why it could not be traced."""
     try:
-        return traced_run(entry, arguments, shared=shared), ""
+        with paused() if mode.on_gpu() else contextlib.nullcontext():  # a replay in a subprocess has its own time limit
+            return traced_run(entry, arguments, shared=shared), ""
     except NotImplementedError:
         raise
     except ReplayError as exc:

@@ -31,7 +31,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,7 @@ FORBIDDEN_CALLS = {
     "open": "reads or writes files",
     "input": "waits for typing that never comes under grading",
     "get_ipython": "reaches the notebook's machinery (magics `%` and shell commands `!` become get_ipython calls)",
+    "getattr": "reads attributes by a name the screen cannot check",
 }
 
 #: Modules (and attributes of that name) an answer must not mention at all.
@@ -72,14 +74,15 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "cr_frame", "cr_code", "ag_frame", "ag_code", "func_globals", "attrgetter", "methodcaller", "checks", "grading",
     "exercises", "scripts", "run_python", "serialize", "Path", "write_text", "write_bytes", "save", "savez",
     "savez_compressed", "savetxt", "tofile", "fromfile", "load", "loadtxt", "genfromtxt", "memmap", "unlink",
-    "mode", "set_mode", "modules",
+    "mode", "set_mode", "modules", "update_wrapper", "wraps", "get_type_hints", "ForwardRef", "Formatter", "get_field",
+    "extbuild", "f2py", "distutils", "extending", "overload", "overload_method", "overload_attribute", "intrinsic",
+    "register_jitable", "lower_builtin", "typeof_impl", "objmode",
 })
 
 #: Top-level packages an answer may import (submodules included), besides `gpucourse` itself.
 ALLOWED_IMPORTS = frozenset({
     "numpy", "math", "cmath", "numba", "cupy", "cupyx", "functools", "itertools", "operator", "time", "typing",
-    "dataclasses", "collections", "random", "statistics", "fractions", "decimal", "heapq", "bisect", "numbers",
-    "string", "enum", "abc", "mpi4py",
+    "dataclasses", "collections", "random", "statistics", "fractions", "decimal", "heapq", "bisect", "numbers", "enum",
 })
 
 #: `gpucourse` submodules an answer may not import: the checks, the grading and the exercise machinery.
@@ -107,12 +110,79 @@ class Refusal:
         return f"line {self.line}: {self.message}"
 
 
+_MISSING = object()
+
+
+def _course_object(path: str) -> object:
+    """The object a dotted gpucourse path names (`gpucourse.sizes.SIZES`), importing modules on the way; _MISSING if none."""
+    import importlib
+
+    parts = path.split(".")
+    try:
+        value = importlib.import_module(parts[0])
+    except ImportError:
+        return _MISSING
+    for number, part in enumerate(parts[1:], start=2):
+        found = getattr(value, part, _MISSING)
+        if found is _MISSING and isinstance(value, types.ModuleType):
+            try:
+                found = importlib.import_module(".".join(parts[:number]))
+            except ImportError:
+                return _MISSING
+        value = found
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _is_course_module(value: object) -> bool:
+    return isinstance(value, types.ModuleType) and (value.__name__ == "gpucourse" or value.__name__.startswith("gpucourse."))
+
+
+_SAFE_VALUES = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, int, float, complex, str, bytes, bool,
+                type(None), tuple, frozenset, range)
+
+
+def _safe_course_value(value: object) -> bool:
+    """A value of the course's modules an answer may use: a module, class, function or immutable number, not its data."""
+    import numpy as np
+
+    return isinstance(value, (types.ModuleType, *_SAFE_VALUES, np.generic, np.dtype)) or callable(value)
+
+
+def course_names(sources: list[str]) -> dict[str, object]:
+    """The names that import statements in these cells bind to gpucourse's modules and objects (for `screen`'s `names`)."""
+    names: dict[str, object] = {}
+    for source in sources:
+        try:
+            tree = ast.parse(_python(source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "gpucourse":
+                        bound = alias.asname or "gpucourse"
+                        value = _course_object(alias.name if alias.asname else "gpucourse")
+                        if value is not _MISSING:
+                            names[bound] = value
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gpucourse" and not node.level:
+                for alias in node.names:
+                    value = _course_object(f"{node.module}.{alias.name}")
+                    if value is not _MISSING and alias.name != "*":
+                        names[alias.asname or alias.name] = value
+    return names
+
+
 class _Screen(ast.NodeVisitor):
     """Walks one cell's AST and collects refusals (see `screen`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: Mapping[str, object] | None = None) -> None:
+        self.names = {name: value for name, value in (names or {}).items() if _is_course_module(value)}
+        self.attribute_roots: set[int] = set()  # id() of nodes that are the `.value` of an Attribute
         self.refusals: list[Refusal] = []
         self.allowed_check_names: set[int] = set()  # id() of the `chN` Name nodes of check-cell calls
+        self.allowed_type_calls: set[int] = set()  # id() of the `type` Name nodes of one-argument calls
         self.depth = 0  # 0 at the cell's top level; > 0 inside a function, lambda, class body or comprehension
 
     def refuse(self, node: ast.AST, message: str) -> None:
@@ -208,6 +278,9 @@ class _Screen(ast.NodeVisitor):
             if not self._module_allowed(node, alias.name):
                 continue
             bound = alias.asname or alias.name.split(".")[0]
+            value = _course_object(alias.name if alias.asname else bound) if bound == "gpucourse" or alias.asname else _MISSING
+            if _is_course_module(value):
+                self.names[bound] = value
             if self.depth == 0:
                 self.bind(node, bound, alias.name if alias.asname else alias.name.split(".")[0])
 
@@ -232,8 +305,15 @@ class _Screen(ast.NodeVisitor):
                 self.refuse(node, f"`{alias.name}` is not for answers: use the public functions of {module}.")
             elif module == "gpucourse" and alias.name in PRIVATE_COURSE_MODULES:
                 self.refuse(node, f"gpucourse.{alias.name} is the course's own machinery, not for answers.")
-            elif self.depth == 0:
-                self.bind(node, alias.asname or alias.name, f"{module}.{alias.name}")
+            else:
+                if module.split(".")[0] == "gpucourse":
+                    value = _course_object(f"{module}.{alias.name}")
+                    if value is not _MISSING and not _safe_course_value(value):
+                        self.refuse(node, f"{module}.{alias.name} is the course's own data: an answer computes its own values.")
+                    elif _is_course_module(value):
+                        self.names[alias.asname or alias.name] = value
+                if self.depth == 0:
+                    self.bind(node, alias.asname or alias.name, f"{module}.{alias.name}")
 
     def _module_allowed(self, node: ast.AST, module: str) -> bool:
         parts = module.split(".")
@@ -263,11 +343,54 @@ class _Screen(ast.NodeVisitor):
         elif name in CHECK_MODULES and id(node) not in self.allowed_check_names:
             self.refuse(node, f"`{name}` is the checks' module: an answer cell may only call it as the check cell does "
                               f"(`{name}.check_...(your_function)` on a line of its own).")
+        elif isinstance(node.ctx, ast.Load) and id(node) not in self.attribute_roots and _is_course_module(self._root(name)):
+            self.refuse(node, f"`{name}` is one of the course's modules: call its functions (`{name}.function(...)`), do not pass it on.")
+        elif name == "type" and id(node) not in self.allowed_type_calls:
+            self.refuse(node, "`type` as a value can make classes the screen cannot read: call type(x) to ask an object's type.")
         elif isinstance(node.ctx, (ast.Store, ast.Del)) and self.depth == 0:
             self.bind(node, name)
 
+    def _root(self, name: str) -> object:
+        if name in self.names:
+            return self.names[name]
+        return _course_object("gpucourse") if name == "gpucourse" else _MISSING
+
+    def _course_chain(self, node: ast.Attribute) -> tuple[str, object] | None:
+        """(dotted text, value) of an attribute chain rooted at one of the course's modules, or None."""
+        parts = []
+        current: ast.AST = node
+        while isinstance(current, ast.Attribute):
+            parts.append(current.attr)
+            current = current.value
+        if not isinstance(current, ast.Name):
+            return None
+        value = self._root(current.id)
+        if not _is_course_module(value):
+            return None
+        walked = [current.id]
+        for part in reversed(parts):
+            if not isinstance(value, (types.ModuleType, type)):
+                break  # a function or a number: what follows is not the course's data
+            found = getattr(value, part, _MISSING)
+            if found is _MISSING and isinstance(value, types.ModuleType):
+                found = _course_object(f"{value.__name__}.{part}")
+            if found is _MISSING:
+                return None
+            value = found
+            walked.append(part)
+            if not _safe_course_value(value):
+                break  # the first data on the way (`gpucourse.sizes.SIZES` of `gpucourse.sizes.SIZES.clear`)
+        return ".".join(walked), value
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attribute = node.attr
+        self.attribute_roots.add(id(node.value))
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.attribute_roots:  # the whole chain, not a part of it
+            chain = self._course_chain(node)
+            if chain and not _safe_course_value(chain[1]):
+                self.refuse(node, f"`{chain[0]}` is the course's own data: an answer computes its own values.")
+            elif chain and _is_course_module(chain[1]):
+                self.refuse(node, f"`{chain[0]}` is one of the course's modules: call its functions, do not pass it on.")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.refuse(node, f"an answer may not assign or delete attributes (`.{attribute} = ...`): keep your values in "
                               "names and arrays of your own.")
@@ -281,13 +404,10 @@ class _Screen(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         function = node.func
-        if isinstance(function, ast.Name) and function.id == "getattr":
-            name = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and not name.value.startswith("_")
-                    and name.value not in FORBIDDEN_ATTRIBUTES):
-                self.refuse(node, "getattr with a computed or private name is not for answers: write `obj.name` itself.")
-        if isinstance(function, ast.Name) and function.id == "type" and len(node.args) == 3:
-            self.refuse(node, "type() with three arguments makes a class the screen cannot read: write a class statement.")
+        if isinstance(function, ast.Name) and function.id == "type":
+            if len(node.args) != 1 or node.keywords:
+                self.refuse(node, "type() with three arguments makes a class the screen cannot read: write a class statement.")
+            self.allowed_type_calls.add(id(function))
         for keyword in node.keywords:
             if keyword.arg == "allow_pickle":
                 self.refuse(keyword.value, "loading pickles runs code the screen cannot read: an answer does not need it.")
@@ -301,30 +421,33 @@ class _Screen(ast.NodeVisitor):
 _BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("_"))
 
 
-def screen_tree(tree: ast.AST) -> list[Refusal]:
-    """The refusals for a parsed cell (an `ast.Module`), in line order."""
-    visitor = _Screen()
+def screen_tree(tree: ast.AST, names: Mapping[str, object] | None = None) -> list[Refusal]:
+    """The refusals for a parsed cell (an `ast.Module`), in line order; `names`: the notebook's names (modules are followed)."""
+    visitor = _Screen(names)
     visitor.visit(tree)
     unique = {(refusal.line, refusal.message): refusal for refusal in visitor.refusals}
     return sorted(unique.values(), key=lambda refusal: refusal.line)
 
 
-def screen(source: str) -> list[Refusal]:
-    """The refusals for one cell's Python source (IPython syntax is turned into Python first); [] if it may run.
+def _python(source: str) -> str:
+    """A cell's source as Python: IPython's magics and shell commands become the get_ipython() calls they run."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # plain Python: magics stay syntax errors
+        return source
+    return TransformerManager().transform_cell(source)
+
+
+def screen(source: str, names: Mapping[str, object] | None = None) -> list[Refusal]:
+    """The refusals for one cell's source; [] if it may run. `names`: modules the notebook's other cells imported (`course_names`).
 
     A cell that is not valid Python is not refused here: it cannot run, so Python's own SyntaxError says why.
     """
     try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        source = TransformerManager().transform_cell(source)
-    except ImportError:  # plain Python: magics stay syntax errors
-        pass
-    try:
-        tree = ast.parse(source)
+        tree = ast.parse(_python(source))
     except SyntaxError:
         return []
-    return screen_tree(tree)
+    return screen_tree(tree, names)
 
 
 #: How many refusals a message lists (the first ones; fixing them shows the rest).
@@ -341,8 +464,9 @@ def refusal_message(refusals: list[Refusal]) -> str:
 class ScreenCells(ast.NodeTransformer):
     """IPython AST transformer: a cell the screen refuses raises InputRejected before any of it runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: Mapping[str, object] | None = None) -> None:
         super().__init__()
+        self.names = names  # the notebook's namespace: names bound to the course's modules are followed
         self.earlier: str | None = None  # a refusal of a cell run before the screen was installed: refuses the next cell
 
     def visit(self, node: ast.AST) -> ast.AST:
@@ -351,7 +475,7 @@ class ScreenCells(ast.NodeTransformer):
         if self.earlier:
             message, self.earlier = self.earlier, None
             raise InputRejected(message)
-        refusals = screen_tree(node)
+        refusals = screen_tree(node, self.names)
         if refusals:
             raise InputRejected(refusal_message(refusals))
         return node
@@ -389,12 +513,52 @@ class RefusedEarlierCell(ImportError):
     """A cell run before the checks were loaded that the screen refuses: the checks will not load in this kernel."""
 
 
+def safe_signature(text: str) -> bool:
+    """True for a Numba signature string made of type names, calls, subscripts and slices only (Numba evaluates it)."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    allowed = (ast.Expression, ast.Call, ast.Subscript, ast.Slice, ast.Tuple, ast.Load, ast.Name, ast.Constant)
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed):
+            return False
+        if isinstance(node, ast.Name) and (node.id in _BUILTIN_NAMES or node.id.startswith("_")):
+            return False
+        if isinstance(node, ast.Constant) and not isinstance(node.value, int):
+            return False
+    return True
+
+
+def guard_signature_strings() -> None:
+    """Make Numba refuse a signature string that is not `safe_signature` (it evaluates them: a string could run any code)."""
+    import importlib
+
+    for name in ("numba.core.sigutils", "numba.cuda.core.sigutils"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        parse = module._parse_signature_string
+        if getattr(parse, "_gpucourse_guarded", False):
+            continue
+
+        def guarded(signature: str, parse=parse):
+            if not safe_signature(signature):
+                raise TypeError(f"the signature {signature!r} is not made of Numba type names only, e.g. 'void(float32[:])'")
+            return parse(signature)
+
+        guarded._gpucourse_guarded = True
+        module._parse_signature_string = guarded
+
+
 def install(shell, earlier: list[str] = ()) -> ScreenCells:
     """Screen every later cell of this IPython `shell` (once); a refused cell among `earlier` ones refuses the next cell."""
+    guard_signature_strings()
     transformers = shell.ast_transformers
     transformer = next((item for item in transformers if isinstance(item, ScreenCells)), None)
     if transformer is None:
-        transformer = ScreenCells()
+        transformer = ScreenCells(getattr(shell, "user_ns", None))
         transformers.append(transformer)
         transformer.earlier = earlier_refusal(list(earlier))
     return transformer
