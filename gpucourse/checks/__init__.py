@@ -55,6 +55,22 @@ def _show_check_failure(shell, etype, value, tb, tb_offset=None) -> list[str]:
     return stb
 
 
+def _report_fatal_errors() -> None:
+    """If the kernel process dies in a check (a crash in native code), write its Python stack to the process's stderr.
+
+    A notebook then shows only that the kernel died; the kernel's log (the Jupyter server's terminal, or
+    the stderr of nbclient's kernel) names the line that was running.
+    """
+    import faulthandler
+    import sys
+
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        try:
+            faulthandler.enable(file=sys.__stderr__, all_threads=True)
+        except (ValueError, OSError, AttributeError):  # a stderr without a file descriptor: nothing to write to
+            pass
+
+
 def _register_with_ipython() -> None:
     try:
         from IPython import get_ipython
@@ -65,6 +81,7 @@ def _register_with_ipython() -> None:
         from .guard import CheckTimedOut, watch
 
         shell.set_custom_exc((CheckFailed, CheckTimedOut), _show_check_failure)
+        _report_fatal_errors()
         watch(shell)  # from an exercise notebook's set-up cell on, a cell that could change the checks is refused
 
 
