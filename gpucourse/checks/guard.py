@@ -278,7 +278,8 @@ class _Screen(ast.NodeVisitor):
             if not self._module_allowed(node, alias.name):
                 continue
             bound = alias.asname or alias.name.split(".")[0]
-            value = _course_object(alias.name if alias.asname else bound) if bound == "gpucourse" or alias.asname else _MISSING
+            course = alias.name.split(".")[0] == "gpucourse"  # only the course's own modules are imported to be followed
+            value = _course_object(alias.name if alias.asname else bound) if course else _MISSING
             if _is_course_module(value):
                 self.names[bound] = value
             if self.depth == 0:
