@@ -263,6 +263,29 @@ def test_a_host_function_that_never_returns_gets_a_message_naming_the_call(monke
     assert "if rest % prime == 0" in message or "rest" in message
 
 
+ENDLESS_NEXT_FAST_SIZE = """def next_fast_size(n):
+    m = n
+    while True:
+        rest = m
+        for prime in (2, 3, 5, 7):
+            if rest % prime == 0:
+                rest //= prime
+        if rest == 1:
+            return m
+        m += 1
+"""
+
+
+def test_in_a_kernel_the_endless_check_ends_with_its_message_and_the_kernel_goes_on(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_CHECK_SECONDS", "2")
+    cells = run_notebook(["import gpucourse", "from gpucourse.checks import ch7", ENDLESS_NEXT_FAST_SIZE,
+                          "ch7.check_next_fast_size(next_fast_size)", "print(next_fast_size(7))"])
+    stopped = errors_of(cells[3])
+    assert stopped and stopped[0].ename == "CheckTimedOut", cells[3].outputs
+    assert "next_fast_size(n=1000) did not return within 2 s" in stopped[0].evalue
+    assert cells[4].outputs[0].text.strip() == "7"  # the kernel is free again
+
+
 @cuda.jit
 def endless_kernel(out):
     i = cuda.grid(1)

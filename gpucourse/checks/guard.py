@@ -26,6 +26,7 @@ import builtins
 import contextlib
 import functools
 import linecache
+import os
 import re
 import signal
 import sys
@@ -768,6 +769,15 @@ def _host_message(check: str, seconds: float) -> Callable[[object], str]:
     return describe
 
 
+def check_seconds(where: str) -> float:
+    """A check's own time limit in this mode (seconds): CHECK_SECONDS, or the environment's GPUCOURSE_CHECK_SECONDS."""
+    configured = os.environ.get("GPUCOURSE_CHECK_SECONDS", "")
+    try:
+        return float(configured) if configured else CHECK_SECONDS[where]
+    except ValueError:
+        return CHECK_SECONDS[where]
+
+
 def limited_check(check: Callable[..., object]) -> Callable[..., object]:
     """`check` under a deadline (CHECK_SECONDS), with every simulated launch inside it limited by its own work."""
     if getattr(check, "_gpucourse_limited", False):
@@ -777,7 +787,7 @@ def limited_check(check: Callable[..., object]) -> Callable[..., object]:
     def limited(*args, **kwargs):
         from .. import mode
 
-        seconds = CHECK_SECONDS["gpu" if mode.on_gpu() else "simulator"]
+        seconds = check_seconds("gpu" if mode.on_gpu() else "simulator")
         with deadline(seconds, _host_message(check.__name__, seconds)), limited_simulator(), _gpu_watchdog(seconds):
             return check(*args, **kwargs)
 
