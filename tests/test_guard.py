@@ -300,12 +300,40 @@ def endless_add_arrays(out, x, y, threads_per_block=64):
     endless_kernel[1, 4](out)
 
 
+ENDLESS_ON_A_GPU = """
+import os
+from numba import cuda
+from gpucourse.checks import ch1, guard
+
+@cuda.jit
+def endless_kernel(out):
+    i = cuda.grid(1)
+    k = 0
+    while k >= 0:  # never false
+        k += 1
+        if i < out.size:
+            out[i] = k
+
+guard.GPU_LAUNCH_SECONDS = 3.0
+try:
+    ch1.check_add_arrays(lambda out, x, y, threads_per_block=64: endless_kernel[1, 4](out))
+except guard.CheckTimedOut as stopped:
+    print("STOPPED", stopped, flush=True)
+os._exit(0)  # the GPU still runs the kernel: leave without waiting for it
+"""
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit that stops a thread
-def test_a_simulated_kernel_that_never_ends_is_stopped_with_a_message(monkeypatch):
+def test_a_kernel_that_never_ends_is_stopped_with_a_message(monkeypatch):
     from gpucourse import mode
 
-    if not mode.is_simulator():
-        pytest.skip("a kernel that never ends on a GPU holds the GPU until the process ends")
+    if mode.on_gpu():  # in a process of its own: the GPU runs the kernel until that process ends
+        from conftest import run_python
+
+        done = run_python(ENDLESS_ON_A_GPU, GPUCOURSE_MODE="gpu")
+        assert "STOPPED the kernel endless_kernel[1, 4] did not finish within 3 s: the GPU is still running it" in done.stdout, \
+            done.stdout + done.stderr
+        return
     monkeypatch.setattr(guard, "SIMULATED_LAUNCH_SECONDS", 1.5)
     start = time.monotonic()
     with pytest.raises(guard.CheckTimedOut) as stopped:

@@ -894,10 +894,11 @@ def _dims(dims) -> str:
 # --- a real GPU
 
 
-def wait_for_gpu(what: str, seconds: float = GPU_LAUNCH_SECONDS, poll_s: float = 0.005) -> None:
+def wait_for_gpu(what: str, seconds: float | None = None, poll_s: float = 0.005) -> None:
     """Wait for the GPU's work so far by polling an event (a synchronize could block for ever); past `seconds`, say so."""
     from numba import cuda
 
+    seconds = GPU_LAUNCH_SECONDS if seconds is None else seconds
     event = cuda.event(timing=False)
     event.record()
     start = time.monotonic()
