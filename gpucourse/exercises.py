@@ -9,7 +9,9 @@ A notebook in `solutions/` marks each answer with nbgrader's delimiters::
 `build` writes `exercises/<same name>` with each such block replaced by a stub that raises
 NotImplementedError carrying the hint, hidden tests (``### BEGIN HIDDEN TESTS`` ...
 ``### END HIDDEN TESTS``) removed and outputs cleared. It also gives the solution cells and the check
-cells the cell metadata nbgrader expects, so instructors can use either tool. `stale` lists every
+cells the cell metadata nbgrader expects, so instructors can use either tool, and makes the set-up
+cells (those that import gpucourse) locked, read-only nbgrader cells: autograde puts them back as
+released, so a submission cannot change what the checks are. `stale` lists every
 difference between what `build` would write and what is on disk; a test fails on any.
 """
 
@@ -25,6 +27,7 @@ END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")
+SETUP_IMPORT = re.compile(r"^(?:import gpucourse\b|from gpucourse[\w.]* import )", re.MULTILINE)
 DEFAULT_HINT = "write your answer here, then run the check cell below"
 
 
@@ -98,6 +101,11 @@ def normalise_solution(notebook: dict, stem: str) -> dict:
         elif cell.get("cell_type") == "code" and CHECK_CALL.search(text):
             metadata["nbgrader"] = {"grade": True, "grade_id": _grade_id(stem, index, "check"), "locked": True,
                                     "points": 1, "schema_version": 3, "solution": False, "task": False}
+        elif cell.get("cell_type") == "code" and SETUP_IMPORT.search(text):
+            # a set-up cell: locked and read-only, so that autograde restores it as released
+            metadata.update({"deletable": False, "editable": False})
+            metadata["nbgrader"] = {"grade": False, "grade_id": _grade_id(stem, index, "setup"), "locked": True,
+                                    "schema_version": 3, "solution": False, "task": False}
         else:
             metadata.pop("nbgrader", None)
         if cell.get("cell_type") == "code":

@@ -110,3 +110,17 @@ def test_student_notebooks_stop_at_the_first_stub(root):
         hint = first_error.evalue.strip("'\"")
         stubs = [cell.source for cell in notebook.cells if "YOUR CODE HERE" in cell.source]
         assert hint and any(hint in stub for stub in stubs), f"{path.name}: the first error does not come from a stub's hint"
+
+
+def test_setup_cells_are_locked_read_only_nbgrader_cells(root):
+    """The cells that import gpucourse and the checks: nbgrader puts them back as released, so an answer cannot replace them."""
+    for path in sorted((root / "exercises").glob("*.ipynb")):
+        cells = [cell for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
+        setup = [cell for cell in cells if exercises.SETUP_IMPORT.search("".join(cell["source"]))
+                 and not cell["metadata"].get("nbgrader", {}).get("solution")]  # an answer may import from gpucourse too
+        assert any("from gpucourse.checks import" in "".join(cell["source"]) for cell in setup), path.name
+        for cell in setup:
+            metadata = cell["metadata"]
+            assert metadata["nbgrader"]["locked"] and not metadata["nbgrader"]["solution"] and not metadata["nbgrader"]["grade"]
+            assert metadata["nbgrader"]["grade_id"].startswith(f"{path.stem}-setup-")
+            assert metadata["editable"] is False and metadata["deletable"] is False

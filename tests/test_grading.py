@@ -76,28 +76,77 @@ def add_arrays(out, x, y, threads_per_block=64):
 '''
 
 
-def test_autograde_scores_a_right_and_a_wrong_submission_and_feeds_back_the_check_messages(course):
-    from nbgrader.api import Gradebook
+FAKE_CH1 = """
 
+class Passing:
+    def __getattr__(self, name):
+        return lambda *args: print("\u2705 passed")
+
+
+ch1 = Passing()
+"""
+
+SILENCE_FAILURES = """
+
+import gpucourse.checks
+
+gpucourse.checks.fail = lambda problems, exercise: None
+"""
+
+TAMPER_WHEN_CALLED = '''def launch_config(n, threads_per_block, device):
+    import gpucourse.checks.ch1 as checks
+    checks.fail = lambda problems, exercise: None
+    return 1, threads_per_block
+'''
+
+
+def tampered_submission(released: dict, solution: dict) -> dict:
+    """Ways to forge a pass in exercise notebook 1: every one must score 0 (the set-up cell is put back as released)."""
+    notebook = json.loads(json.dumps(released))
+    cells = notebook["cells"]
+    setup = next(cell for cell in cells if "from gpucourse.checks import ch1" in "".join(cell["source"]))
+    setup["source"] = "from numba import cuda" + FAKE_CH1  # the set-up cell itself: locked, so autograde restores it
+    answer_cell(notebook, "add_arrays")["source"] = WRONG_ADD + FAKE_CH1  # 1.1: the check module's name rebound
+    answer_cell(notebook, "scale_rows")["source"] = "".join(answer_cell(solution, "scale_rows")["source"]) + SILENCE_FAILURES  # 1.2
+    stub = next(cell for cell in cells if "cuda.gridsize(1)" in "".join(cell["source"]) and "NotImplementedError" in "".join(cell["source"]))
+    stub["source"] = "import sys\n\nsys.modules['gpucourse.checks'].fail = lambda problems, exercise: None\nfill_kernel = None\n"  # 1.3
+    answer_cell(notebook, "launch_config")["source"] = TAMPER_WHEN_CALLED  # 1.4: tampers only when the check calls it
+    cells.insert(0, {"cell_type": "code", "execution_count": None, "id": "inserted", "metadata": {}, "outputs": [],
+                     "source": "import builtins\n\nbuiltins.isinstance = lambda value, kinds: True\n"})  # before the set-up
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def autograded(course) -> Path:
+    """The course after `nbgrader autograde` and `generate_feedback` of notebook 1 for three students: right, wrong, tampered."""
     stem = "ch01_introduction"
     solution = json.loads((course / "source" / stem / f"{stem}.ipynb").read_text())
-    wrong = json.loads((course / "release" / stem / f"{stem}.ipynb").read_text())
+    released = json.loads((course / "release" / stem / f"{stem}.ipynb").read_text())
+    wrong = json.loads(json.dumps(released))
     answer_cell(wrong, "add_arrays")["source"] = WRONG_ADD  # exercise 1.1: a typical wrong answer
     answer_cell(wrong, "scale_rows")["source"] = answer_cell(solution, "scale_rows")["source"]  # exercise 1.2: right
-    for student, notebook in (("right", solution), ("wrong", wrong)):
+    tampered = tampered_submission(released, solution)
+    for student, notebook in (("right", solution), ("wrong", wrong), ("tampered", tampered)):
         folder = course / "submitted" / student / stem
         folder.mkdir(parents=True)
         (folder / f"{stem}.ipynb").write_text(json.dumps(notebook))
     nbgrader(course, "autograde", stem)
     nbgrader(course, "generate_feedback", stem)
+    return course
 
+
+def test_autograde_scores_a_right_and_a_wrong_submission_and_feeds_back_the_check_messages(autograded):
+    from nbgrader.api import Gradebook
+
+    course, stem = autograded, "ch01_introduction"
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         scores = {student: {grade.name: grade.score for grade in gradebook.find_submission(stem, student).notebooks[0].grades}
-                  for student in ("right", "wrong")}
+                  for student in ("right", "wrong", "tampered")}
     checks = sorted(scores["right"], key=lambda name: int(name.rsplit("-", 1)[1]))
     assert len(checks) == 4 and all(name.startswith(f"{stem}-check-") for name in checks)
     assert [scores["right"][name] for name in checks] == [1.0, 1.0, 1.0, 1.0]
     assert [scores["wrong"][name] for name in checks] == [0.0, 1.0, 0.0, 0.0]  # 1.1 wrong, 1.2 right, 1.3 and 1.4 not done
+    assert [scores["tampered"][name] for name in checks] == [0.0, 0.0, 0.0, 0.0]  # every forged pass refused
 
     feedback = (course / "feedback" / "wrong" / stem / f"{stem}.html").read_text()
     assert "The number of blocks must be rounded up" in feedback  # the check's own message
@@ -107,3 +156,22 @@ def test_autograde_scores_a_right_and_a_wrong_submission_and_feeds_back_the_chec
     graded = json.loads((course / "autograded" / "right" / stem / f"{stem}.ipynb").read_text())
     errors = [out for cell in graded["cells"] for out in cell.get("outputs", []) if out["output_type"] == "error"]
     assert errors == [] and "\u2705" in json.dumps(graded, ensure_ascii=False)  # every check printed its pass mark
+
+
+def test_autograde_refuses_every_tampered_cell_before_it_runs(autograded):
+    """The tampered submission, as autograded: each refused cell raised the screen's message, and nothing passed."""
+    course, stem = autograded, "ch01_introduction"
+    graded = json.loads((course / "autograded" / "tampered" / stem / f"{stem}.ipynb").read_text())
+    checks = [cell for cell in graded["cells"] if cell["metadata"].get("nbgrader", {}).get("grade")]
+    assert len(checks) == 4 and "\u2705" not in json.dumps([cell["outputs"] for cell in checks], ensure_ascii=False)  # no pass
+    refused = [cell for cell in graded["cells"] if cell["cell_type"] == "code" and "".join(cell["source"]).startswith("raise RuntimeError(")]
+    assert len(refused) == 5  # the inserted cell and the four answers (the set-up cell was put back as released)
+    for cell in refused:
+        errors = [out for out in cell["outputs"] if out["output_type"] == "error"]
+        assert errors and "the course's checks refuse code that could change them" in errors[0]["evalue"]
+        assert "line " in errors[0]["evalue"]
+    setup = next(cell for cell in graded["cells"] if "from gpucourse.checks import ch1" in "".join(cell["source"]))
+    assert "".join(setup["source"]) == "from numba import cuda\n\nfrom gpucourse.checks import ch1"
+    assert not any(out["output_type"] == "error" for out in setup["outputs"])
+    feedback = (course / "feedback" / "tampered" / stem / f"{stem}.html").read_text()
+    assert "refuse code that could change them" in feedback

@@ -55,6 +55,22 @@ def _show_check_failure(shell, etype, value, tb, tb_offset=None) -> list[str]:
     return stb
 
 
+def _report_fatal_errors() -> None:
+    """If the kernel process dies in a check (a crash in native code), write its Python stack to the process's stderr.
+
+    A notebook then shows only that the kernel died; the kernel's log (the Jupyter server's terminal, or
+    the stderr of nbclient's kernel) names the line that was running.
+    """
+    import faulthandler
+    import sys
+
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        try:
+            faulthandler.enable(file=sys.__stderr__, all_threads=True)
+        except (ValueError, OSError, AttributeError):  # a stderr without a file descriptor: nothing to write to
+            pass
+
+
 def _register_with_ipython() -> None:
     try:
         from IPython import get_ipython
@@ -62,7 +78,11 @@ def _register_with_ipython() -> None:
         return
     shell = get_ipython()
     if shell is not None and hasattr(shell, "set_custom_exc"):
-        shell.set_custom_exc((CheckFailed,), _show_check_failure)
+        from .guard import CheckTimedOut, watch
+
+        shell.set_custom_exc((CheckFailed, CheckTimedOut), _show_check_failure)
+        _report_fatal_errors()
+        watch(shell)  # from an exercise notebook's set-up cell on, a cell that could change the checks is refused
 
 
 def passed(message: str) -> None:
@@ -146,4 +166,15 @@ def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     return run.got, run.problems
 
 
+def _limit_chapter_checks() -> None:
+    """Load the chapter modules and put each check under a time limit (`guard.limited_check`): every check ends."""
+    import importlib
+
+    from .guard import CHECK_MODULES, limit_checks
+
+    for name in sorted(CHECK_MODULES):
+        limit_checks(importlib.import_module(f"{__name__}.{name}"))
+
+
+_limit_chapter_checks()
 _register_with_ipython()

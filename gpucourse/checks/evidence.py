@@ -8,9 +8,12 @@ timing, compute-sanitizer) is said to be judged there.
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 from collections.abc import Callable, Sequence
 
 from .. import mode
+from .guard import paused
 from .sanitizer import racecheck_available, sanitize
 from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, record, speed_problem
 from .trace import (
@@ -30,7 +33,8 @@ from .trace import (
 def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = False) -> tuple[Trace | None, str]:
     """A trace of `entry(*arguments)` and an empty note, or None and a note saying why it could not be traced."""
     try:
-        return traced_run(entry, arguments, shared=shared), ""
+        with paused() if mode.on_gpu() else contextlib.nullcontext():  # a replay in a subprocess has its own time limit
+            return traced_run(entry, arguments, shared=shared), ""
     except NotImplementedError:
         raise
     except ReplayError as exc:
@@ -98,7 +102,12 @@ def racecheck_problems(entry: Callable, arguments: Sequence[tuple[str, str, obje
     if not racecheck_available():
         return [], "; compute-sanitizer is not on the PATH, so racecheck and synccheck did not run"
     for tool in ("synccheck", "racecheck"):  # a barrier in a branch first: it also makes racecheck report hazards
-        report = sanitize(entry, arguments, tool)
+        try:
+            with paused():  # the run has its own time limit: the check's clock stops meanwhile
+                report = sanitize(entry, arguments, tool)
+        except subprocess.TimeoutExpired as exc:
+            return [f"compute-sanitizer's {tool} run of your launcher did not end within {exc.timeout:.0f} s. Does every loop in "
+                    "the kernel end? A `while` whose condition never becomes false runs forever."], ""
         if report.errors:
             return [report.describe()], ""
     return [], "; compute-sanitizer's racecheck and synccheck found no hazard"

@@ -17,6 +17,7 @@ import numpy as np
 from .. import mode
 from ..arrays import poison_value, to_device, to_host
 from . import guard_value
+from .guard import wait_for_gpu
 from .launches import (
     RecordedLaunch,
     compile_problem,
@@ -50,6 +51,18 @@ class Run:
 
 
 BOUNDS_HINT = "Threads past the end must not write: add a bounds check such as `if i < out.size:`."
+
+
+def _launched(launches: list[RecordedLaunch]) -> str:
+    """The launches made, as a student wrote them: `kernel[blocks, threads]`."""
+    def dims(values: tuple[int, ...]) -> str:
+        values = tuple(values)
+        while len(values) > 1 and values[-1] == 1:
+            values = values[:-1]
+        return str(values[0]) if len(values) == 1 else str(values)
+
+    named = [f"{launch.name}[{dims(launch.blocks)}, {dims(launch.threads)}]" for launch in launches[-2:]]
+    return ("the kernel " + " then ".join(named)) if named else "your launcher's work"
 
 
 def _framed(out_shape, dtype, guard: int, initial):
@@ -97,6 +110,8 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
         try:
             with recorded_launches() as launches, poisoned_shared_memory():
                 launch(out, *inputs)
+            if mode.on_gpu():  # poll, not a blocking synchronize: a kernel that never ends gets a message, not a hang
+                wait_for_gpu(_launched(launches))
         except IndexError as exc:
             return Run(np.full(out_shape, poison_value(dtype), dtype), [
                 f"the kernel indexed outside an array ({exc}). On a GPU this corrupts memory silently; here the simulator "
