@@ -95,6 +95,19 @@ class _ModelTimer:
         return self.bytes_moved / (self.gbs[threads_per_block] * 1e9) * 1e3
 
 
+def _bandwidth_problem(got: float, expected_gbs: float, bytes_moved: float) -> str:
+    """Words for the GB/s that 2.2 returned with the fastest block size: a time returned instead, or the usual unit slips."""
+    ms = bytes_moved / (expected_gbs * 1e9) * 1e3
+    for value, unit in ((ms, "ms"), (ms * 1e-3, "s")):
+        if math.isclose(got, value, rel_tol=1e-6):
+            return (f"you returned the fastest time, {got:.4g} {unit}, where its bandwidth belongs: return GB/s = "
+                    "bytes_moved / 1e9 / (ms * 1e-3), with the time in ms converted to seconds.")
+    words = _name_the_mistake(got, expected_gbs, _BANDWIDTH_MISTAKES)
+    if math.isclose(got / expected_gbs, 2.0, rel_tol=1e-3) or math.isclose(got / expected_gbs, 0.5, rel_tol=1e-3):
+        words = f"it is {got / expected_gbs:g} times the right value: bytes_moved already counts the bytes read and written"
+    return f"the bandwidth you returned for the fastest block size is wrong: {words}."
+
+
 def check_best_block_size(best_block_size: Callable[[Callable[[int], float], Sequence[int], float], tuple[int, float]]) -> None:
     """Exercise 2.2: `best_block_size(time_ms, block_sizes, bytes_moved)` returns (fastest block size, its GB/s)."""
     rng = np.random.default_rng()
@@ -126,8 +139,7 @@ def check_best_block_size(best_block_size: Callable[[Callable[[int], float], Seq
         problems.append(f"the fastest block size here is {best} ({model.gbs[best]:.0f} GB/s); you returned {tpb}. "
                         "The fastest is the one with the shortest time, i.e. the highest GB/s.")
     elif not math.isclose(float(gbs), model.gbs[best], rel_tol=1e-9):
-        problems.append(f"its bandwidth: {_name_the_mistake(float(gbs), model.gbs[best], _BANDWIDTH_MISTAKES)}. "
-                        "bytes_moved already counts reads and writes.")
+        problems.append(_bandwidth_problem(float(gbs), model.gbs[best], bytes_moved))
     fail(problems, "Exercise 2.2")
 
     # The same function on a real kernel: the course's copy, timed with gpucourse.benchmark.

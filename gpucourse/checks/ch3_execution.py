@@ -15,6 +15,7 @@ from numba import cuda, float32
 
 from .. import mode
 from ..arrays import poison_value, random_array, to_device, to_host
+from ..errors import LaunchConfigError
 from ..kernels.transpose import column_read_conflict
 from ..occupancy import SMLimits, book_sm_limits, occupancy
 from ..sizes import problem_size
@@ -91,9 +92,8 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
 
     inp = to_device(host)
     run = run_checked(launch, (cols, rows), np.float32, inp, repeats=race_repeats())
-    problems += run.problems
-    problems += array_problems(run.got, np.ascontiguousarray(host.T), what="out", rtol=0,
-                               coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24.")
+    problems += run.problems or array_problems(run.got, np.ascontiguousarray(host.T), what="out", rtol=0,
+                                               coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24.")
     small = (36, 40)  # 2 x 2 tiles, the last ones partial
     arguments = [("traced", "out", np.zeros(small[::-1], np.float32)), ("traced", "inp", random_array(small, np.float32, seed=342))]
     trace, note = trace_naming_races(launch, arguments, "Exercise 3.4.1",
@@ -145,6 +145,7 @@ EXERCISE_351_CASES = (  # (GPU, registers per thread, shared bytes per block)
     ("Tesla C2050", 32, 0),
     ("Tesla K20", 16, 12 * 1024),
     ("Tesla K20", 64, 0),
+    ("Tesla C2050", 48, 0),  # 48 registers: blocks of 672 threads or more cannot run at all (LaunchConfigError)
 )
 
 
@@ -158,6 +159,10 @@ def check_pick_block_size(pick_block_size: Callable[[int, int, SMLimits], int]) 
         call = f"pick_block_size({registers}, {shared}, {gpu.replace('Tesla ', '')} limits)"
         try:
             got = pick_block_size(registers, shared, limits)
+        except LaunchConfigError as exc:
+            problems.append(f"{call} raised LaunchConfigError ({exc}): some block sizes cannot run at all with this kernel. "
+                            "Catch gpucourse.LaunchConfigError around occupancy(...) and skip that size.")
+            continue
         except Exception as exc:  # any exception is a wrong answer, reported in words
             problems.append(f"{call} raised {type(exc).__name__}: {exc}")
             continue
@@ -210,7 +215,7 @@ def check_copy_ilp(copy_ilp_kernel) -> None:
         run = run_checked(lambda out, inp, own, b=blocks, t=threads: copy_ilp_kernel[b, t](out, inp, own),
                           (n,), np.float64, to_device(host), owner)
         got, found = run.got, run.problems
-        found += array_problems(got, host, what=f"out (launched as [{blocks}, {threads}])", rtol=0,
+        found = found or array_problems(got, host, what=f"out (launched as [{blocks}, {threads}])", rtol=0,
                                 coverage_hint=f"{blocks} blocks of {threads} threads cover n = {n} only if each thread "
                                               f"copies {ILP} elements.")
         if not found:
@@ -266,7 +271,7 @@ def check_branch_by_warp(kernel) -> None:
         owner = to_device(np.full(n, poison_value(np.int64), dtype=np.int64))
         run = run_checked(lambda out, x, own, b=blocks, t=threads: kernel[b, t](out, x, own), (n,), np.float32, to_device(host), owner)
         got, found = run.got, run.problems
-        found += array_problems(got, expected, what=f"out (launched as [{blocks}, {threads}])", rtol=1e-6, atol=3e-7,
+        found = found or array_problems(got, expected, what=f"out (launched as [{blocks}, {threads}])", rtol=1e-6, atol=3e-7,
                                 coverage_hint="With one element per thread, warps 2p and 2p + 1 together cover elements "
                                               "64p to 64p + 63: the even ones and the odd ones.")
         if not found:

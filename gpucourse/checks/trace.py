@@ -616,18 +616,22 @@ class _Describer:
         return key
 
 
-def _typed_constants(code: types.CodeType) -> types.CodeType:
-    """The same code with float, int and complex literals as numpy.float64, int64 and complex128 (Numba's literal types)."""
+class _Literal64(np.float64):
+    """A float literal of the checked code: float64, but a float32(...) of it alone is no float64 arithmetic."""
+
+
+def _typed_constants(code: types.CodeType, real: type = np.float64) -> types.CodeType:
+    """The same code with float, int and complex literals as numpy.float64 (or `real`), int64 and complex128 (Numba's types)."""
     constants = []
     for constant in code.co_consts:
         if type(constant) is float:
-            constants.append(np.float64(constant))
+            constants.append(real(constant))
         elif type(constant) is complex:
             constants.append(np.complex128(constant))
         elif type(constant) is int:
             constants.append(np.int64(constant))
         elif isinstance(constant, types.CodeType):
-            constants.append(_typed_constants(constant))
+            constants.append(_typed_constants(constant, real))
         else:
             constants.append(constant)
     return code.replace(co_consts=tuple(constants))
@@ -819,11 +823,9 @@ def float64_message(trace: Trace) -> str | None:
 
 
 def float64_advice(evidence: str) -> str:
-    """The advice that goes with float64 arithmetic found in a float32 kernel."""
-    return (f"{evidence}: the kernel computes in float64, which is 2x to 64x slower than float32 on most GPUs. In a "
-            "compiled kernel a Python literal is float64 (2.0) or int64 (2), and float32 * float64 or float32 * int64 is "
-            "float64; so is a Python float passed as an argument. Write float32(2.0) (from numba import float32) or pass "
-            "numpy.float32 values.")
+    """The advice that goes with float64 arithmetic found in a float32 kernel: where (`evidence`), and what to write instead."""
+    return (f"{evidence}: that arithmetic is float64 (a Python literal such as 2.0 or 2, or a Python float argument, is "
+            "float64 in a kernel). Write float32(2.0) (from numba import float32) or pass numpy.float32 values.")
 
 
 def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
@@ -832,21 +834,49 @@ def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str
     The function is made again with its number literals, and the Python numbers it reads from its
     globals, as NumPy float64 / int64 scalars (Numba's types), and run once on `arguments` with
     Python's line tracing: the first line after which a local variable, or the returned value, is a
-    float64 is the line that widened the arithmetic. Runs in either mode (it is plain Python).
-    Returns (file, line), or None if every value stayed float32.
+    float64 is the line that widened the arithmetic; so is a line that casts a computed float64 back
+    to float32 (float32(...) or numpy.float32(...) hides the slow arithmetic, it does not undo it).
+    Runs in either mode (it is plain Python). Returns (file, line), or None if every value stayed float32.
     """
     python = getattr(function, "py_func", None) or function
-    code = _typed_constants(python.__code__)
-    names = {name: (_TypedMath() if value is math else _numba_typed(value)) for name, value in python.__globals__.items()}
-    cells = tuple(types.CellType(_numba_typed(c.cell_contents)) for c in python.__closure__ or ())
-    typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
+    code = _typed_constants(python.__code__, _Literal64)
     found: list[int] = []
     wide = (np.float64, np.complex128)
+
+    def narrowing(cast):
+        def narrowed(value, *rest):
+            frame = sys._getframe(1)
+            if frame.f_code is code and type(value) in wide and not found:
+                found.append(frame.f_lineno)  # a computed float64 (a literal is a _Literal64) cast back to float32
+            return cast(value, *rest)
+
+        return narrowed
+
+    casts = {id(np.float32): narrowing(np.float32), id(np.complex64): narrowing(np.complex64)}
+    try:
+        from numba import types as numba_types
+
+        casts[id(numba_types.float32)] = narrowing(numba_types.float32)
+        casts[id(numba_types.complex64)] = narrowing(numba_types.complex64)
+    except ImportError:  # pragma: no cover - numba is a dependency
+        pass
+
+    def typed_global(value):
+        if value is math:
+            return _TypedMath()
+        if value is np:
+            return types.SimpleNamespace(**{**vars(np), "float32": casts[id(np.float32)], "complex64": casts[id(np.complex64)]})
+        return casts.get(id(value), _numba_typed(value))
+
+    names = {name: typed_global(value) for name, value in python.__globals__.items()}
+    cells = tuple(types.CellType(typed_global(c.cell_contents)) for c in python.__closure__ or ())
+    typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
 
     def watch(frame, event, arg):
         if frame.f_code is not code or found:
             return watch if frame.f_code is code else None
-        if event == "line" and watch.previous and any(isinstance(v, wide) for v in frame.f_locals.values()):
+        if event == "line" and watch.previous and any(isinstance(v, wide) and type(v) is not _Literal64
+                                                      for v in frame.f_locals.values()):
             found.append(watch.previous)
         elif event == "return" and isinstance(arg, wide):
             found.append(frame.f_lineno)
