@@ -174,7 +174,12 @@ def check_pick_block_size(pick_block_size: Callable[[int, int, SMLimits], int]) 
             problems.append(f"{call} returned {got}: a block size must be a multiple of the warp size ({limits.warp_size}) "
                             "from 32 to 1024, or the last warp is partly idle.")
             continue
-        reached = occupancy(got, registers, shared, limits)
+        try:
+            reached = occupancy(got, registers, shared, limits)
+        except LaunchConfigError:
+            problems.append(f"{call} returned {got}: a block of {got} threads cannot run at all with this kernel (occupancy(...) "
+                            f"raises LaunchConfigError for it): skip the sizes that raise.")
+            continue
         if reached.fraction < best:
             problems.append(f"{call} returned {got}, which reaches occupancy {reached.fraction:.3f} (limited by "
                             f"{reached.limited_by}); some block size reaches {best:.3f}. Try every multiple of 32.")
