@@ -228,12 +228,17 @@ def check_copy_four(copy_four: Callable[..., object]) -> None:
     for n in (problem_size("ch2_exercise"), 5, 1):
         inp = random_array(n, np.float32, seed=int(np.random.default_rng().integers(10**6)))
         run = run_checked(copy_four, (n,), np.float32, to_device(inp))
-        found = run.problems + array_problems(run.got, inp, what=f"out (n = {n})", rtol=0.0,
-                                              coverage_hint="Each block covers 4 * threads_per_block elements: blocks = "
-                                                            "ceil(n / (4 * threads_per_block)), and each thread j takes start + j, "
-                                                            "start + j + blockDim, ...")
+        found = run.problems or array_problems(run.got, inp, what=f"out (n = {n})", rtol=0.0,
+                                               coverage_hint="Each block covers 4 * threads_per_block elements: blocks = "
+                                                             "ceil(n / (4 * threads_per_block)), and each thread j takes start + j, "
+                                                             "start + j + blockDim, ...")
         problems += found
         if found:
+            break
+        sizes = sorted({launch.threads for launch in run.launches})
+        if sizes and sizes != [(256, 1, 1)]:
+            problems.append(f"copy_four launches blocks of {' x '.join(map(str, sizes[0][:2 if sizes[0][1] > 1 else 1]))} "
+                            "threads; the exercise asks for 256 threads per block (a 1D launch).")
             break
     fail(problems, "Exercise 2.4")
     small = 2 * 4 * 256 + 37  # two full blocks of 256 threads and a tail
