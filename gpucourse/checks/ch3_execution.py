@@ -149,6 +149,17 @@ EXERCISE_351_CASES = (  # (GPU, registers per thread, shared bytes per block)
 )
 
 
+def _refused_sizes(registers_per_thread: int, shared_bytes_per_block: int, limits: SMLimits) -> list[int]:
+    """The warp multiples up to 1024 for which occupancy() raises LaunchConfigError: blocks that cannot run at all."""
+    refused = []
+    for size in range(limits.warp_size, 1025, limits.warp_size):
+        try:
+            occupancy(size, registers_per_thread, shared_bytes_per_block, limits)
+        except LaunchConfigError:
+            refused.append(size)
+    return refused
+
+
 def check_pick_block_size(pick_block_size: Callable[[int, int, SMLimits], int]) -> None:
     """Exercise 3.5.1: `pick_block_size(registers, shared_bytes, limits)` returns the smallest block size of highest occupancy."""
     problems = []
@@ -159,9 +170,10 @@ def check_pick_block_size(pick_block_size: Callable[[int, int, SMLimits], int]) 
         call = f"pick_block_size({registers}, {shared}, {gpu.replace('Tesla ', '')} limits)"
         try:
             got = pick_block_size(registers, shared, limits)
-        except LaunchConfigError as exc:
-            problems.append(f"{call} raised LaunchConfigError ({exc}): some block sizes cannot run at all with this kernel. "
-                            "Catch gpucourse.LaunchConfigError around occupancy(...) and skip that size.")
+        except LaunchConfigError:
+            refused = min(_refused_sizes(registers, shared, limits), default=0)
+            problems.append(f"{call} raised LaunchConfigError: with this kernel, blocks of {refused} threads or more cannot run at all. "
+                            "Catch gpucourse.LaunchConfigError around occupancy(...) and skip those sizes.")
             continue
         except Exception as exc:  # any exception is a wrong answer, reported in words
             problems.append(f"{call} raised {type(exc).__name__}: {exc}")
