@@ -267,8 +267,26 @@ def copy_ilp_while(out, inp, owner):
         j += 1
 
 
-def test_copy_ilp_right_another_way(capsys):
-    ch3_execution.check_copy_ilp(copy_ilp_while)
+@cuda.jit
+def copy_ilp_four_names(out, inp, owner):
+    step = cuda.blockDim.x
+    i = cuda.blockIdx.x * step * ILP + cuda.threadIdx.x
+    me = cuda.grid(1)
+    if i + 3 * step < inp.shape[0]:  # four named values instead of a local array
+        a, b, c, d = inp[i], inp[i + step], inp[i + 2 * step], inp[i + 3 * step]
+        out[i], out[i + step], out[i + 2 * step], out[i + 3 * step] = a, b, c, d
+        owner[i], owner[i + step], owner[i + 2 * step], owner[i + 3 * step] = me, me, me, me
+    else:
+        for j in range(ILP):
+            k = i + j * step
+            if k < inp.shape[0]:
+                out[k] = inp[k]
+                owner[k] = me
+
+
+@pytest.mark.parametrize("answer", [copy_ilp_while, copy_ilp_four_names])
+def test_copy_ilp_right_another_way(answer, capsys):
+    ch3_execution.check_copy_ilp(answer)
     assert "\u2705 Exercise 3.5.2" in capsys.readouterr().out
 
 

@@ -262,12 +262,14 @@ def check_copy_ilp(copy_ilp_kernel) -> None:
         if loads is not None and loads < ILP:
             problems.append(f"each thread stores after only {loads} load(s): load all {ILP} values into a cuda.local.array "
                             "first, then store them, so that the loads are in flight together.")
-    ptx_loads = _ptx_loads_before_first_store(copy_ilp_kernel)
-    if not problems and ptx_loads is not None and ptx_loads < ILP:
-        problems.append(f"each thread stores after only {ptx_loads} load(s) in the compiled kernel (its PTX): load all {ILP} values into "
-                        "a cuda.local.array first, then store them, so that the loads are in flight together.")
     fail(problems, "Exercise 3.5.2")
-    where = " (and in the compiled PTX)" if mode.on_gpu() else ""
+    # The PTX is advice, not the verdict: the compiler may lay out a two-branch answer (all four inside, or a checked tail)
+    # with the tail first, and the verdict must not differ from the simulator's.
+    ptx_loads = _ptx_loads_before_first_store(copy_ilp_kernel)
+    if ptx_loads is not None and ptx_loads < ILP:
+        print(f"\u26a0 Exercise 3.5.2: the compiled kernel (its PTX) issues {ptx_loads} load(s) before its first store: "
+              "if your kernel has one path, load all values before storing any.")
+    where = " (and in the compiled PTX)" if ptx_loads is not None and ptx_loads >= ILP else ""
     passed(f"Exercise 3.5.2: each thread copies {ILP} elements, blockDim.x apart, for n = {n}, its {ILP} loads before its "
            f"first store{where}{note}.")
 
