@@ -200,8 +200,25 @@ def transpose_unchecked(out, inp):
         out[row + j, col] = tile[tx, ty + j]
 
 
-def test_transpose_right_another_way(capsys):
-    ch3_execution.check_no_bank_conflicts(transpose_while)
+@cuda.jit
+def transpose_swizzled(out, inp):
+    tile = cuda.shared.array((TILE_DIM, TILE_DIM), float32)  # no padding: row r of the tile is rotated by r instead
+    rows, cols = inp.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x, y = cuda.blockIdx.x * TILE_DIM + tx, cuda.blockIdx.y * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < cols and y + j < rows:
+            tile[ty + j, (tx + ty + j) % TILE_DIM] = inp[y + j, x]
+    cuda.syncthreads()
+    x, y = cuda.blockIdx.y * TILE_DIM + tx, cuda.blockIdx.x * TILE_DIM + ty
+    for j in range(0, TILE_DIM, BLOCK_ROWS):
+        if x < rows and y + j < cols:
+            out[y + j, x] = tile[tx, (ty + j + tx) % TILE_DIM]  # lane tx in bank (ty + j + tx) % 32
+
+
+@pytest.mark.parametrize("answer", [transpose_while, transpose_swizzled])
+def test_transpose_right_another_way(answer, capsys):
+    ch3_execution.check_no_bank_conflicts(answer)
     assert "\u2705 Exercise 3.4.1" in capsys.readouterr().out
 
 
@@ -238,7 +255,8 @@ def test_pick_block_size_right_another_way(capsys):
 
 
 def test_pick_block_size_refusal_path_is_exercised():
-    with pytest.raises(CheckFailed, match=r"raised LaunchConfigError: with this kernel, blocks of 672 threads or more cannot run at all. Catch gpucourse.LaunchConfigError") as failed:
+    refused = r"raised LaunchConfigError: with this kernel, blocks of 672 threads or more cannot run at all. Catch gpucourse.LaunchConfigError"
+    with pytest.raises(CheckFailed, match=refused) as failed:
         ch3_execution.check_pick_block_size(pick_without_refusals)
     one_cause(failed)
 
