@@ -58,7 +58,7 @@ def _block_shape_problem(shape: tuple[int, ...]) -> str:
     """Words for 3.1 blocks of another shape than 32 x 8: what a warp then reads, when that is the cost."""
     x, y = shape[0], shape[1]
     if x < 32:
-        rows = 32 // x if 32 % x == 0 else -(-32 // x)
+        rows = -(-32 // x)
         return (f"your blocks are {x} x {y} threads: a warp then reads {rows} rows of {x} floats, {rows} separate pieces of "
                 "memory instead of one row of 32 neighbours. Keep blocks of 32 x 8 (32 threads along x).")
     return f"your blocks are {x} x {y} threads; the exercise asks for 32 x 8: launch with threads = (32, 8)."
@@ -162,12 +162,12 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     fail(problems, "Exercise 3.3")
     where = "simulator trace" if mode.is_simulator() else "replayed in the simulator"
     if trace is None:
-        conflicts = "its bank conflicts could not be counted"
+        access = "its reads and bank conflicts could not be judged"
     elif any(access.array == "shared" for access in trace.accesses):
-        conflicts = "each shared-memory request of a warp takes one pass (no bank conflict)"
+        access = "reads x coalesced, and each shared-memory request of a warp takes one pass (no bank conflict)"
     else:
-        conflicts = "it needs no shared memory, so no bank conflict"
-    passed(f"Exercise 3.3: wide_row_sums is right, has no race, reads x coalesced, and {conflicts} ({where}){racecheck_note}{note}.")
+        access = "reads x coalesced, and needs no shared memory, so no bank conflict"
+    passed(f"Exercise 3.3: wide_row_sums is right, has no race, {access} ({where}){racecheck_note}{note}.")
 
 
 # ---------------------------------------------------------------------------------------------
