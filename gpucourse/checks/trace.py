@@ -824,8 +824,9 @@ def float64_message(trace: Trace) -> str | None:
 
 def float64_advice(evidence: str) -> str:
     """The advice that goes with float64 arithmetic found in a float32 kernel: where (`evidence`), and what to write instead."""
-    return (f"{evidence}: that arithmetic is float64 (a Python literal such as 2.0 or 2, or a Python float argument, is "
-            "float64 in a kernel). Write float32(2.0) (from numba import float32) or pass numpy.float32 values.")
+    return (f"{evidence}: the arithmetic is float64. In a kernel a literal is float64 (2.0) or int64 (2), and either makes "
+            "float32 arithmetic float64, as a Python float argument does: write float32(2.0) (from numba import float32) or pass "
+            "numpy.float32 values.")
 
 
 def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
