@@ -616,22 +616,18 @@ class _Describer:
         return key
 
 
-class _Literal64(np.float64):
-    """A float literal of the checked code: float64, but a float32(...) of it alone is no float64 arithmetic."""
-
-
-def _typed_constants(code: types.CodeType, real: type = np.float64) -> types.CodeType:
-    """The same code with float, int and complex literals as numpy.float64 (or `real`), int64 and complex128 (Numba's types)."""
+def _typed_constants(code: types.CodeType) -> types.CodeType:
+    """The same code with float, int and complex literals as numpy.float64, int64 and complex128 (Numba's literal types)."""
     constants = []
     for constant in code.co_consts:
         if type(constant) is float:
-            constants.append(real(constant))
+            constants.append(np.float64(constant))
         elif type(constant) is complex:
             constants.append(np.complex128(constant))
         elif type(constant) is int:
             constants.append(np.int64(constant))
         elif isinstance(constant, types.CodeType):
-            constants.append(_typed_constants(constant, real))
+            constants.append(_typed_constants(constant))
         else:
             constants.append(constant)
     return code.replace(co_consts=tuple(constants))
@@ -823,10 +819,10 @@ def float64_message(trace: Trace) -> str | None:
 
 
 def float64_advice(evidence: str) -> str:
-    """The advice that goes with float64 arithmetic found in a float32 kernel: where (`evidence`), and what to write instead."""
-    return (f"{evidence}: the arithmetic is float64. In a kernel a literal is float64 (2.0) or int64 (2), and either makes "
-            "float32 arithmetic float64, as a Python float argument does: write float32(2.0) (from numba import float32) or pass "
-            "numpy.float32 values.")
+    """The advice that goes with float64 arithmetic found in a float32 kernel."""
+    return (f"{evidence}: the kernel computes in double precision, 2x to 64x slower than float32 on most GPUs. In a kernel "
+            "2.0 is a float64 and 2 an int64, and float32 * either is float64; a cast afterwards does not undo it. Write "
+            "float32(2.0) (from numba import float32) and pass numpy.float32 values.")
 
 
 def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
@@ -835,32 +831,30 @@ def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str
     The function is made again with its number literals, and the Python numbers it reads from its
     globals, as NumPy float64 / int64 scalars (Numba's types), and run once on `arguments` with
     Python's line tracing: the first line after which a local variable, or the returned value, is a
-    float64 is the line that widened the arithmetic; so is a line that casts a computed float64 back
-    to float32 (float32(...) or numpy.float32(...) hides the slow arithmetic, it does not undo it).
-    Runs in either mode (it is plain Python). Returns (file, line), or None if every value stayed float32.
+    computed float64 is the line that widened the arithmetic; so is a line that casts a computed float64
+    back to float32 (float32(...) or numpy.float32(...) hides the slow arithmetic, it does not undo it).
+    A literal alone is no float64 arithmetic (Numba folds float32(1.0)). Runs in either mode (plain Python).
+    Returns (file, line), or None if every value stayed float32.
     """
     python = getattr(function, "py_func", None) or function
-    code = _typed_constants(python.__code__, _Literal64)
+    code = _literals_apart(_typed_constants(python.__code__))
     found: list[int] = []
-    wide = (np.float64, np.complex128)
+
+    def computed64(value) -> bool:  # a literal is a subclass of np.float64: only computed values are exactly float64
+        return type(value) in (np.float64, np.complex128)
 
     def narrowing(cast):
         def narrowed(value, *rest):
             frame = sys._getframe(1)
-            if frame.f_code is code and type(value) in wide and not found:
-                found.append(frame.f_lineno)  # a computed float64 (a literal is a _Literal64) cast back to float32
+            if frame.f_code is code and computed64(value) and not found:
+                found.append(frame.f_lineno)
             return cast(value, *rest)
 
         return narrowed
 
-    casts = {id(np.float32): narrowing(np.float32), id(np.complex64): narrowing(np.complex64)}
-    try:
-        from numba import types as numba_types
+    from numba import types as numba_types
 
-        casts[id(numba_types.float32)] = narrowing(numba_types.float32)
-        casts[id(numba_types.complex64)] = narrowing(numba_types.complex64)
-    except ImportError:  # pragma: no cover - numba is a dependency
-        pass
+    casts = {id(kind): narrowing(kind) for kind in (np.float32, np.complex64, numba_types.float32, numba_types.complex64)}
 
     def typed_global(value):
         if value is math:
@@ -872,12 +866,12 @@ def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str
     names = {name: typed_global(value) for name, value in python.__globals__.items()}
     cells = tuple(types.CellType(typed_global(c.cell_contents)) for c in python.__closure__ or ())
     typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
+    wide = (np.float64, np.complex128)
 
     def watch(frame, event, arg):
         if frame.f_code is not code or found:
             return watch if frame.f_code is code else None
-        if event == "line" and watch.previous and any(isinstance(v, wide) and type(v) is not _Literal64
-                                                      for v in frame.f_locals.values()):
+        if event == "line" and watch.previous and any(computed64(v) for v in frame.f_locals.values()):
             found.append(watch.previous)
         elif event == "return" and isinstance(arg, wide):
             found.append(frame.f_lineno)
@@ -892,6 +886,17 @@ def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str
     finally:
         sys.settrace(previous)
     return (python.__code__.co_filename, found[0]) if found else None
+
+
+class _Literal64(np.float64):
+    """A float literal of an element function: float64 as Numba types it, but alone (float32(1.0)) no float64 arithmetic."""
+
+
+def _literals_apart(code: types.CodeType) -> types.CodeType:
+    """The same code with its float64 literals (exactly np.float64) as _Literal64, so that a cast of one is not taken for arithmetic."""
+    constants = tuple(_Literal64(c) if type(c) is np.float64 else _literals_apart(c) if isinstance(c, types.CodeType) else c
+                      for c in code.co_consts)
+    return code.replace(co_consts=constants)
 
 
 # ---------------------------------------------------------------------------------------------
