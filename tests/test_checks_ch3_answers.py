@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
+from gpucourse import mode
 from gpucourse.arrays import random_array
 from gpucourse.checks import CheckFailed, ch3_execution, ch3_memory
 from gpucourse.errors import LaunchConfigError
@@ -377,7 +378,7 @@ def no_kernel():
 
 
 def test_rel_diff_element_right_another_way(capsys):
-    if ch3_memory.mode.is_simulator():
+    if mode.is_simulator():
         ch3_memory.check_ufunc_kernels(rel_diff_steps, no_kernel, no_kernel, no_kernel)
     else:  # on a GPU the three kernels are made and judged as well
         from numba import vectorize
