@@ -38,9 +38,9 @@ THREADS = 256
 
 
 def launch(kernel, blocks=None):
-    def run(out, x, y):
+    def run(out, x, y, threads_per_block=THREADS):
         n = out.shape[0]
-        kernel[blocks or -(-n // THREADS), THREADS](out, x, y)
+        kernel[blocks or -(-n // threads_per_block), threads_per_block](out, x, y)
 
     return run
 
@@ -166,10 +166,10 @@ def add_transposed_threads(out, x, y):
         out[i] = x[i] + y[i]
 
 
-def add_three_times(out, x, y):
-    blocks = -(-out.shape[0] // THREADS)
+def add_three_times(out, x, y, threads_per_block=THREADS):
+    blocks = -(-out.shape[0] // threads_per_block)
     for _ in range(3):  # the right values, three times the work
-        add_right[blocks, THREADS](out, x, y)
+        add_right[blocks, threads_per_block](out, x, y)
 
 
 def test_add_arrays_float64_is_named():

@@ -8,6 +8,7 @@ beside a reference kernel and the copy ceiling.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -18,6 +19,7 @@ from ..device import DeviceInfo, current_device
 from ..sizes import problem_size
 from . import array_problems, fail, passed
 from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
+from .launches import recorded_launches
 from .runs import run_checked
 from .trace import rewritten
 
@@ -44,14 +46,21 @@ def _fill_reference(out):
         out[i] = 3 * i + 1
 
 
+#: A block size other than the default for a second run of 1.1: not a power of two, so that blocks computed from a fixed
+#: 256 (or rounded wrongly) leave elements unwritten or run past the end.
+OTHER_THREADS = 96
+
+
 def check_add_arrays(add_arrays: Callable[..., object]) -> None:
-    """Exercise 1.1: `add_arrays(out, x, y)` writes x + y into `out` for any length."""
+    """Exercise 1.1: `add_arrays(out, x, y, threads_per_block=256)` writes x + y into `out` for any length, in blocks of that size."""
     n = problem_size("exercise_1d")
     x, y = random_array(n, np.float32, seed=11), random_array(n, np.float32, seed=12)
     x_d, y_d = to_device(x), to_device(y)
     run = run_checked(add_arrays, (n,), np.float32, x_d, y_d)
-    problems = run.problems + array_problems(run.got, x + y, what="out", rtol=0.0,
-                                             coverage_hint="The number of blocks must be rounded up: blocks = ceil(n / threads_per_block).")
+    problems = run.problems or array_problems(run.got, x + y, what="out", rtol=0.0,
+                                              coverage_hint="The number of blocks must be rounded up: blocks = ceil(n / threads_per_block).")
+    fail(problems, "Exercise 1.1")
+    problems = _block_size_problems(add_arrays, x, y)
     fail(problems, "Exercise 1.1")
     small = [("traced", "out", np.zeros(SMALL_1D, np.float32)), ("traced", "x", random_array(SMALL_1D, np.float32, seed=13)),
              ("traced", "y", random_array(SMALL_1D, np.float32, seed=14))]
@@ -67,8 +76,34 @@ def check_add_arrays(add_arrays: Callable[..., object]) -> None:
                                 ("Does it launch one kernel with one thread per element, in blocks of 128 threads or more? Blocks of 32 or 64 "
                                  "threads that move one element each are limited by the rate at which the GPU starts blocks (notebook 2.3)."))
     fail(slow, "Exercise 1.1")
-    passed(f"Exercise 1.1: add_arrays is right for n = {n} (not a multiple of the block size){speed}{note}.")
+    passed(f"Exercise 1.1: add_arrays is right for n = {n} (not a multiple of the block size) and with threads_per_block="
+           f"{OTHER_THREADS}{speed}{note}.")
     speed_note("Exercise 1.1", "add_arrays")
+
+
+def _block_size_problems(add_arrays: Callable[..., object], x: np.ndarray, y: np.ndarray) -> list[str]:
+    """1.1's `threads_per_block` argument: the default launches blocks of 256, another value blocks of that size, right values."""
+    n = SMALL_1D + 1  # odd, where the first run's length is even in the simulator
+    x_d, y_d = to_device(x[:n]), to_device(y[:n])
+    with recorded_launches(dry=True) as default:
+        add_arrays(to_device(np.zeros(n, np.float32)), x_d, y_d)
+    sizes = sorted({launch.threads[0] for launch in default})
+    if sizes and sizes != [256]:
+        return [f"called without threads_per_block, add_arrays launches blocks of {sizes[0]} threads: the default, "
+                "threads_per_block=256, is the block size to launch."]
+    try:
+        run = run_checked(lambda out, a, b: add_arrays(out, a, b, threads_per_block=OTHER_THREADS), (n,), np.float32, x_d, y_d)
+    except TypeError as exc:
+        return [f"add_arrays(out, x, y, threads_per_block={OTHER_THREADS}) raised TypeError ({exc}): give add_arrays the "
+                "argument threads_per_block=256 and launch blocks of that many threads."]
+    sizes = sorted({launch.threads[0] for launch in run.launches})
+    if sizes and sizes != [OTHER_THREADS]:
+        return [f"add_arrays(out, x, y, threads_per_block={OTHER_THREADS}) launched blocks of {sizes[0]} threads: launch "
+                "blocks of threads_per_block threads, and compute the number of blocks from it."]
+    return run.problems or array_problems(
+        run.got, x[:n] + y[:n], what=f"out (n = {n}, threads_per_block={OTHER_THREADS})", rtol=0.0,
+        coverage_hint=f"With blocks of {OTHER_THREADS} threads, {n} elements need ceil({n} / {OTHER_THREADS}) = "
+                      f"{-(-n // OTHER_THREADS)} blocks: compute the blocks from threads_per_block.")
 
 
 def check_scale_rows(scale_rows: Callable[..., object]) -> None:
@@ -79,9 +114,13 @@ def check_scale_rows(scale_rows: Callable[..., object]) -> None:
     matrix_d, factors_d = to_device(matrix), to_device(factors)
     run = run_checked(scale_rows, (rows, cols), np.float32, matrix_d, factors_d)
     expected = matrix * factors[:, None]
-    problems = run.problems + array_problems(run.got, expected, what="out", rtol=0.0,
-                                             coverage_hint="Cover both dimensions: one block count for the columns (x), one for the rows (y).")
+    problems = run.problems or array_problems(run.got, expected, what="out", rtol=0.0,
+                                              coverage_hint="Cover both dimensions: one block count for the columns (x), one for the rows (y).")
     fail(problems, "Exercise 1.2")
+    shapes = sorted({launch.threads[:2] for launch in run.launches})
+    if shapes and shapes != [(16, 8)]:
+        fail([f"scale_rows launches blocks of {shapes[0][0]} x {shapes[0][1]} threads; the exercise asks for 16 x 8: "
+              "threads = (16, 8), 16 along x (the columns) and 8 along y (the rows)."], "Exercise 1.2")
     small = (12, 40)
     arguments = [("traced", "out", np.zeros(small, np.float32)), ("traced", "matrix", random_array(small, np.float32, seed=23)),
                  ("traced", "factors", random_array(small[0], np.float32, seed=24))]
@@ -139,29 +178,45 @@ def check_fill_grid_stride(fill_kernel) -> None:
     speed_note("Exercise 1.3", "fill_kernel")
 
 
-def check_launch_config(launch_config: Callable[[int, int, DeviceInfo], tuple[int, int]]) -> None:
-    """Exercise 1.4: `launch_config(n, threads_per_block, device)` returns (blocks, threads) or raises ValueError."""
-    device = current_device()
+#: 1.4 is also asked about a device whose limit is not 1024 threads per block (as the simulator's and most GPUs' is).
+OTHER_LIMIT = 512
+
+
+def _launch_config_problems(launch_config: Callable[[int, int, DeviceInfo], tuple[int, int]], device: DeviceInfo) -> list[str]:
+    """What is wrong with `launch_config` on one device: wrong (blocks, threads), a wrong refusal or error, a limit not named."""
+    limit = device.max_threads_per_block
+    other = "" if limit == current_device().max_threads_per_block else f" on a device whose limit is {limit} threads per block"
     problems = []
-    for n, threads in ((1, 32), (1000, 256), (1024, 256), (10**7 + 3, 128), (5, device.max_threads_per_block)):
+    for n, threads in ((1, 32), (1000, 256), (1024, 256), (10**7 + 3, 128), (999, 96), (5, limit)):
         try:
             got = launch_config(n, threads, device)
         except Exception as exc:  # any exception here is a wrong answer, reported in words
-            problems.append(f"launch_config({n}, {threads}, device) raised {type(exc).__name__}: {exc}; it is a valid request.")
+            problems.append(f"launch_config({n}, {threads}, device) raised {type(exc).__name__}{other}: {exc}; it is a valid request.")
             continue
         want = (-(-n // threads), threads)
-        if tuple(got) != want:
-            problems.append(f"launch_config({n}, {threads}, device) returned {got}; expected {want} (round the blocks up).")
-    for threads in (device.max_threads_per_block + device.warp_size, 0, -32):
+        if not isinstance(got, (tuple, list)) or tuple(got) != want:
+            problems.append(f"launch_config({n}, {threads}, device) returned {got!r}; expected {want} (round the blocks up).")
+    for threads in (limit + device.warp_size, 0, -32):
         try:
             launch_config(1000, threads, device)
         except ValueError as exc:
-            if threads > 0 and str(device.max_threads_per_block) not in str(exc):
-                problems.append(f"the error for threads_per_block={threads} should name the limit "
-                                f"({device.max_threads_per_block}) so the student knows what to change; it says: {exc}")
+            if threads > 0 and str(limit) not in str(exc):
+                problems.append(f"the error for threads_per_block={threads}{other} should name the limit, {limit}: "
+                                f"it says \"{exc}\". Put device.max_threads_per_block in the message.")
         except Exception as exc:  # the wrong exception type is a wrong answer
             problems.append(f"threads_per_block={threads} raised {type(exc).__name__}; raise ValueError instead.")
         else:
-            problems.append(f"threads_per_block={threads} was accepted; raise ValueError: the device cannot launch it.")
+            fixed = " Compare with device.max_threads_per_block, not a fixed number." if other else ""
+            problems.append(f"threads_per_block={threads} was accepted{other}; raise ValueError: the device cannot launch it.{fixed}")
+    return problems
+
+
+def check_launch_config(launch_config: Callable[[int, int, DeviceInfo], tuple[int, int]]) -> None:
+    """Exercise 1.4: `launch_config(n, threads_per_block, device)` returns (blocks, threads) or raises ValueError naming the limit."""
+    device = current_device()
+    problems = _launch_config_problems(launch_config, device)
     fail(problems, "Exercise 1.4")
-    passed(f"Exercise 1.4: launch_config rounds up and refuses blocks over {device.max_threads_per_block} threads.")
+    smaller = dataclasses.replace(device, max_threads_per_block=OTHER_LIMIT, max_block_dim=(OTHER_LIMIT, OTHER_LIMIT, 64))
+    fail(_launch_config_problems(launch_config, smaller), "Exercise 1.4")
+    passed(f"Exercise 1.4: launch_config rounds up and refuses blocks over the device's limit ({device.max_threads_per_block} "
+           f"threads here, {OTHER_LIMIT} on a smaller device), naming it.")

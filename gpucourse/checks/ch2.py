@@ -95,6 +95,19 @@ class _ModelTimer:
         return self.bytes_moved / (self.gbs[threads_per_block] * 1e9) * 1e3
 
 
+def _bandwidth_problem(got: float, expected_gbs: float, bytes_moved: float) -> str:
+    """Words for the GB/s that 2.2 returned with the fastest block size: a time returned instead, or the usual unit slips."""
+    ms = bytes_moved / (expected_gbs * 1e9) * 1e3
+    for value, unit in ((ms, "ms"), (ms * 1e-3, "s")):
+        if math.isclose(got, value, rel_tol=1e-6):
+            return (f"you returned the fastest time, {got:.4g} {unit}, where its bandwidth belongs: return GB/s = "
+                    "bytes_moved / 1e9 / (ms * 1e-3), with the time in ms converted to seconds.")
+    words = _name_the_mistake(got, expected_gbs, _BANDWIDTH_MISTAKES)
+    if math.isclose(got / expected_gbs, 2.0, rel_tol=1e-3) or math.isclose(got / expected_gbs, 0.5, rel_tol=1e-3):
+        words = f"it is {got / expected_gbs:g} times the right value: bytes_moved already counts the bytes read and written"
+    return f"the bandwidth you returned for the fastest block size is wrong: {words}."
+
+
 def check_best_block_size(best_block_size: Callable[[Callable[[int], float], Sequence[int], float], tuple[int, float]]) -> None:
     """Exercise 2.2: `best_block_size(time_ms, block_sizes, bytes_moved)` returns (fastest block size, its GB/s)."""
     rng = np.random.default_rng()
@@ -126,8 +139,7 @@ def check_best_block_size(best_block_size: Callable[[Callable[[int], float], Seq
         problems.append(f"the fastest block size here is {best} ({model.gbs[best]:.0f} GB/s); you returned {tpb}. "
                         "The fastest is the one with the shortest time, i.e. the highest GB/s.")
     elif not math.isclose(float(gbs), model.gbs[best], rel_tol=1e-9):
-        problems.append(f"its bandwidth: {_name_the_mistake(float(gbs), model.gbs[best], _BANDWIDTH_MISTAKES)}. "
-                        "bytes_moved already counts reads and writes.")
+        problems.append(_bandwidth_problem(float(gbs), model.gbs[best], bytes_moved))
     fail(problems, "Exercise 2.2")
 
     # The same function on a real kernel: the course's copy, timed with gpucourse.benchmark.
@@ -137,15 +149,19 @@ def check_best_block_size(best_block_size: Callable[[Callable[[int], float], Seq
     real_sizes = [*problem_size("ch2_block_sizes"), 2048]
 
     def time_copy(threads_per_block: int) -> float:
-        return benchmark(lambda: metrics.copy(out, inp, threads_per_block), repeat=3 if mode.is_simulator() else 10).median_ms
+        if mode.is_simulator():  # one call: the simulator's times mean nothing, only the function's handling of them is checked
+            return benchmark(lambda: metrics.copy(out, inp, threads_per_block), warmup=0, repeat=1).median_ms
+        return benchmark(lambda: metrics.copy(out, inp, threads_per_block), repeat=10).median_ms
 
     real_tpb, real_gbs = best_block_size(time_copy, real_sizes, 2 * n * 4)
     if real_tpb not in real_sizes[:-1] or not real_gbs > 0:
         fail([f"on the real copy kernel you returned ({real_tpb}, {real_gbs}); expected one of {real_sizes[:-1]} and a positive GB/s"],
              "Exercise 2.2")
-    where = "simulator time, says nothing of a GPU" if mode.is_simulator() else "this GPU"
-    passed(f"Exercise 2.2: best_block_size finds the fastest size and skips refused ones. On the copy kernel: "
-           f"{real_tpb} threads per block, {real_gbs:.3g} GB/s ({where}).")
+    if mode.is_simulator():  # the simulator's times are Python threads': no bandwidth to quote
+        found = f"it picks {real_tpb} threads per block from simulator times, which say nothing of a GPU"
+    else:
+        found = f"{real_tpb} threads per block, {real_gbs:.3g} GB/s on this GPU"
+    passed(f"Exercise 2.2: best_block_size finds the fastest size and skips refused ones. On the copy kernel {found}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,12 +232,17 @@ def check_copy_four(copy_four: Callable[..., object]) -> None:
     for n in (problem_size("ch2_exercise"), 5, 1):
         inp = random_array(n, np.float32, seed=int(np.random.default_rng().integers(10**6)))
         run = run_checked(copy_four, (n,), np.float32, to_device(inp))
-        found = run.problems + array_problems(run.got, inp, what=f"out (n = {n})", rtol=0.0,
-                                              coverage_hint="Each block covers 4 * threads_per_block elements: blocks = "
-                                                            "ceil(n / (4 * threads_per_block)), and each thread j takes start + j, "
-                                                            "start + j + blockDim, ...")
+        found = run.problems or array_problems(run.got, inp, what=f"out (n = {n})", rtol=0.0,
+                                               coverage_hint="Each block covers 4 * threads_per_block elements: blocks = "
+                                                             "ceil(n / (4 * threads_per_block)), and each thread j takes start + j, "
+                                                             "start + j + blockDim, ...")
         problems += found
         if found:
+            break
+        sizes = sorted({launch.threads for launch in run.launches})
+        if sizes and sizes != [(256, 1, 1)]:
+            problems.append(f"copy_four launches blocks of {' x '.join(map(str, sizes[0][:2 if sizes[0][1] > 1 else 1]))} "
+                            "threads; the exercise asks for 256 threads per block (a 1D launch).")
             break
     fail(problems, "Exercise 2.4")
     small = 2 * 4 * 256 + 37  # two full blocks of 256 threads and a tail

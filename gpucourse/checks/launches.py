@@ -198,6 +198,21 @@ def compile_problem(error: BaseException) -> str | None:
             "may use only NumPy-style numbers and arrays, math functions and the cuda module.")
 
 
+_SIMULATED_THREAD = re.compile(r"^tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:\s*")
+
+
+def index_problem(error: IndexError, hint: str) -> str:
+    """Words for an index past an array's end that the simulator caught: which thread of which block, then `hint`."""
+    text = str(error)
+    found = _SIMULATED_THREAD.match(text)
+    if found:
+        thread, block = [int(v) for v in found.groups()[:3]], [int(v) for v in found.groups()[3:]]
+        who = (f"thread {thread[0]} of block {block[0]}" if thread[1:] == [0, 0] and block[1:] == [0, 0]
+               else f"thread {tuple(thread)} of block {tuple(block)}")
+        text = f"{who}: {text[found.end():]}"
+    return f"the kernel indexed outside an array ({text}). {hint}"
+
+
 # ---------------------------------------------------------------------------------------------
 # float64 in the compiled code
 

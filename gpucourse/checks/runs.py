@@ -23,6 +23,7 @@ from .launches import (
     compile_problem,
     float64_problem,
     guard_for,
+    index_problem,
     kernels_of,
     recorded_launches,
     shared_declaration_problems,
@@ -113,9 +114,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
             if mode.on_gpu():  # poll, not a blocking synchronize: a kernel that never ends gets a message, not a hang
                 wait_for_gpu(_launched(launches))
         except IndexError as exc:
-            return Run(np.full(out_shape, poison_value(dtype), dtype), [
-                f"the kernel indexed outside an array ({exc}). On a GPU this corrupts memory silently; here the simulator "
-                f"caught it. {BOUNDS_HINT}"], launches, guard)
+            return Run(np.full(out_shape, poison_value(dtype), dtype), [index_problem(exc, BOUNDS_HINT)], launches, guard)
         except Exception as exc:
             message = compile_problem(exc)
             if message is None:

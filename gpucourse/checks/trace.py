@@ -820,10 +820,9 @@ def float64_message(trace: Trace) -> str | None:
 
 def float64_advice(evidence: str) -> str:
     """The advice that goes with float64 arithmetic found in a float32 kernel."""
-    return (f"{evidence}: the kernel computes in float64, which is 2x to 64x slower than float32 on most GPUs. In a "
-            "compiled kernel a Python literal is float64 (2.0) or int64 (2), and float32 * float64 or float32 * int64 is "
-            "float64; so is a Python float passed as an argument. Write float32(2.0) (from numba import float32) or pass "
-            "numpy.float32 values.")
+    return (f"{evidence}: the kernel computes in double precision, 2x to 64x slower than float32 on most GPUs. In a kernel "
+            "2.0 is a float64 and 2 an int64, and float32 * either is float64; a cast afterwards does not undo it. Write "
+            "float32(2.0) (from numba import float32) and pass numpy.float32 values.")
 
 
 def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
@@ -832,21 +831,47 @@ def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str
     The function is made again with its number literals, and the Python numbers it reads from its
     globals, as NumPy float64 / int64 scalars (Numba's types), and run once on `arguments` with
     Python's line tracing: the first line after which a local variable, or the returned value, is a
-    float64 is the line that widened the arithmetic. Runs in either mode (it is plain Python).
+    computed float64 is the line that widened the arithmetic; so is a line that casts a computed float64
+    back to float32 (float32(...) or numpy.float32(...) hides the slow arithmetic, it does not undo it).
+    A literal alone is no float64 arithmetic (Numba folds float32(1.0)). Runs in either mode (plain Python).
     Returns (file, line), or None if every value stayed float32.
     """
     python = getattr(function, "py_func", None) or function
-    code = _typed_constants(python.__code__)
-    names = {name: (_TypedMath() if value is math else _numba_typed(value)) for name, value in python.__globals__.items()}
-    cells = tuple(types.CellType(_numba_typed(c.cell_contents)) for c in python.__closure__ or ())
-    typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
+    code = _literals_apart(_typed_constants(python.__code__))
     found: list[int] = []
+
+    def computed64(value) -> bool:  # a literal is a subclass of np.float64: only computed values are exactly float64
+        return type(value) in (np.float64, np.complex128)
+
+    def narrowing(cast):
+        def narrowed(value, *rest):
+            frame = sys._getframe(1)
+            if frame.f_code is code and computed64(value) and not found:
+                found.append(frame.f_lineno)
+            return cast(value, *rest)
+
+        return narrowed
+
+    from numba import types as numba_types
+
+    casts = {id(kind): narrowing(kind) for kind in (np.float32, np.complex64, numba_types.float32, numba_types.complex64)}
+
+    def typed_global(value):
+        if value is math:
+            return _TypedMath()
+        if value is np:
+            return types.SimpleNamespace(**{**vars(np), "float32": casts[id(np.float32)], "complex64": casts[id(np.complex64)]})
+        return casts.get(id(value), _numba_typed(value))
+
+    names = {name: typed_global(value) for name, value in python.__globals__.items()}
+    cells = tuple(types.CellType(typed_global(c.cell_contents)) for c in python.__closure__ or ())
+    typed = types.FunctionType(code, names, python.__name__, python.__defaults__, cells or None)
     wide = (np.float64, np.complex128)
 
     def watch(frame, event, arg):
         if frame.f_code is not code or found:
             return watch if frame.f_code is code else None
-        if event == "line" and watch.previous and any(isinstance(v, wide) for v in frame.f_locals.values()):
+        if event == "line" and watch.previous and any(computed64(v) for v in frame.f_locals.values()):
             found.append(watch.previous)
         elif event == "return" and isinstance(arg, wide):
             found.append(frame.f_lineno)
@@ -861,6 +886,17 @@ def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str
     finally:
         sys.settrace(previous)
     return (python.__code__.co_filename, found[0]) if found else None
+
+
+class _Literal64(np.float64):
+    """A float literal of an element function: float64 as Numba types it, but alone (float32(1.0)) no float64 arithmetic."""
+
+
+def _literals_apart(code: types.CodeType) -> types.CodeType:
+    """The same code with its float64 literals (exactly np.float64) as _Literal64, so that a cast of one is not taken for arithmetic."""
+    constants = tuple(_Literal64(c) if type(c) is np.float64 else _literals_apart(c) if isinstance(c, types.CodeType) else c
+                      for c in code.co_consts)
+    return code.replace(co_consts=constants)
 
 
 # ---------------------------------------------------------------------------------------------
