@@ -447,6 +447,20 @@ def exchange_bandwidth(devices: Sequence[int], nbytes: int, repeat: int = 10) ->
         return float("nan")
     cupy = require_cupy("exchange bandwidth")
     count, parts = nbytes // 4, len(devices)
+    pairs = [(a, b) for a in devices for b in devices if a < b]
+    if not all(can_access_peer(a, b) and can_access_peer(b, a) for a, b in pairs):
+        raise PeerAccessError(f"an exchange between GPUs {list(devices)} needs peer access between every pair; "
+                              "peer_matrix() shows which pairs have it.")
+    before = {pair: set_peer_access(*pair, True) for pair in pairs}  # put back as it was at the end
+    try:
+        return _exchange_rate(devices, count, parts, repeat, cupy)
+    finally:
+        for pair, state in before.items():
+            restore_peer_access(*pair, state)
+
+
+def _exchange_rate(devices: list[int], count: int, parts: int, repeat: int, cupy) -> float:
+    """The all-to-all of `exchange_bandwidth`, with peer access on: GB/s into each GPU."""
     sources, targets, streams = [], [], []
     for device in devices:
         with on_device(device):
