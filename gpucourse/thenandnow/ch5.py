@@ -165,6 +165,13 @@ def reduction_rows(ctx: Context) -> list[Section]:
     return [section]
 
 
+def first_wrong_count(last_exact: int, value: float = 7.0) -> int:
+    """The first n whose float32 running sum of n copies of `value` differs from n * value, read from the partial sums past `last_exact`."""
+    partial = summation.recursive_partial_sums(summation.constant_terms(last_exact + 8, value)).astype(np.float64)
+    wrong = np.flatnonzero(partial != value * np.arange(1, last_exact + 9))
+    return int(wrong[0]) + 1
+
+
 def summation_rows(ctx: Context) -> list[Section]:
     """The book's summation tables: sums of 7.0 and of the 1/i and 1/i² series, in every order and precision (host arithmetic)."""
     ctx.step(STEPS[4])
@@ -182,9 +189,12 @@ def summation_rows(ctx: Context) -> list[Section]:
                                                                                                    f"ch5_sum7_{tag}_O3_{way}_err"),
                                     f"{value:.1f} ({value - exact:+.1f})"))
     last = summation.last_exact_count()
+    first_wrong = first_wrong_count(last)
     section.rows.append(Row("last count of 7.0s summed exactly in float32, one after another", cells("ch5_sum7_last_good_N",
                                                                                                       "ch5_sum7_first_bad_N"), last,
-                            note=f"the first wrong count is {last + 1}"))
+                            note=f"the first wrong count is {first_wrong}"
+                            + (f" (the book's {last + 1} is one too early: 7 x {last + 1} is even, still a float32)"
+                               if first_wrong != last + 1 else "")))
     n = problem_size("ch5_series")
     for power, tag in ((1, "inv_i"), (2, "inv_i2")):
         terms = summation.series_terms(n, power)
