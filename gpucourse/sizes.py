@@ -455,7 +455,8 @@ SIZES: dict[str, Size] = {
     # The timed solve: a float32 mesh whose side has no prime factor above 7 (cuFFT's fast lengths) and
     # which, with its half spectrum, stays beyond L2 (8192^2, 256 MiB, on a 50 or 60 MiB L2; 9216^2 on a
     # 72 MiB one); the book's own problem is ch7_poisson_book.
-    "ch7_poisson": Size(gpu=Rule(fft_friendly_side, preferred=8, memory_share=0.75), simulator=16, unit="points per side of the timed Poisson solve (float32)",
+    "ch7_poisson": Size(gpu=Rule(fft_friendly_side, preferred=8, memory_share=0.75), simulator=16,
+                        unit="points per side of the timed Poisson solve (float32)",
                         held=lambda n: 6 * 8 * n * n, moved=lambda n: 4 * 8 * n * n, streamed=lambda n: 4 * n * n,
                         book=1024, book_where="§7.4, Poisson (1024 x 1024, double precision)"),
     "ch7_poisson_book": Size(gpu=1024, simulator=32, unit="points per side of the book's problem (the book: 1024, float64)",
