@@ -91,6 +91,15 @@ def test_blocked_tile_arithmetic():
     assert accesses[0] > accesses[3] and accesses[-1] > accesses.min()
 
 
+def test_a_run_is_timed_five_ways():
+    """GPU time, and wall times on device data (graph, a call per launch) and from host data (graph, a call per launch)."""
+    host = gpucourse.random_array((40, 40), np.float32, seed=2, low=0.0, high=1.0)
+    run = heat.run_times(host, 2, 0.2, "global", 32, 1, repeat=1)
+    walls = (run.device_wall_ms, run.device_plain_wall_ms, run.graph_wall_ms, run.plain_wall_ms)
+    assert run.steps == 2 and run.gpu_ms > 0 and all(w is not None and w > 0 for w in walls)
+    assert run.device_plain_ratio == pytest.approx(run.device_plain_wall_ms / run.gpu_ms)
+
+
 def test_bad_arguments():
     u = gpucourse.to_device(np.zeros(SHAPE, np.float32))
     with pytest.raises(LaunchConfigError, match="at most"):

@@ -262,6 +262,28 @@ def test_first_inexact_count_of_sevens():
     assert book.figure("ch5_sum7_first_bad_N").number == last + 1
 
 
+def test_the_report_names_the_first_wrong_count_of_sevens_not_the_books():
+    from types import SimpleNamespace
+
+    from gpucourse.thenandnow import ch5
+
+    last = summation.last_exact_count()
+    assert ch5.first_wrong_count(last) == last + 2 == 2396747  # as notebook 5.5 prints it
+    (section,) = ch5.summation_rows(SimpleNamespace(step=lambda label: None))
+    (row,) = [r for r in section.rows if r.quantity.startswith("last count of 7.0s")]
+    assert row.here == last and row.note.startswith("the first wrong count is 2396747 ")
+
+
+def test_the_reports_seeding_leaves_the_processs_start_up_out(monkeypatch):
+    """The first generator of a process may pay one-time start-up: the seeding is the later generators' first fill."""
+    from gpucourse.kernels import random_numbers
+    from gpucourse.thenandnow import ch5
+
+    fills = iter([(198.0, 0.07), (1.2, 0.08), (1.3, 0.07)])  # (first fill, next fill) of three fresh generators, ms
+    monkeypatch.setattr(random_numbers, "seeding_cost_ms", lambda *args, **kwargs: next(fills))
+    assert ch5.fresh_generator_ms(np.float32) == (1.2, 0.07, 198.0)
+
+
 def test_pairwise_and_kahan_on_edge_cases():
     assert summation.pairwise_sum(np.zeros(0, np.float32)) == 0
     assert summation.pairwise_sum(np.array([3.0], np.float32)) == 3

@@ -287,7 +287,7 @@ def test_the_command_line(capsys):
     assert capsys.readouterr().out.strip() == workload.markdown_table()
     assert main(["sizes", "--profile", "RTX 4060"]) == 0
     out = capsys.readouterr().out
-    assert "Problem sizes on RTX 4060" in out and "ch3_strides" in out and "ch7_poisson" not in out
+    assert "Problem sizes on RTX 4060" in out and "ch3_strides" in out and "ch7_poisson" in out and "ch7_strided" not in out
     assert main(["sizes", "--profile", "T4", "--notebooks"]) == 0
     assert "ESTIMATE" in capsys.readouterr().out
     assert main(["sizes", "--profile", "GTX 480"]) == 2

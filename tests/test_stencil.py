@@ -38,6 +38,7 @@ X_LAUNCHES = {
     "global (branch)": lambda f, df, c: stencil.deriv_x_global(f, df, c),
     "global (modulo)": lambda f, df, c: stencil.deriv_x_global(f, df, c, modulo=True, threads=(8, 4)),
     "book sPencils": lambda f, df, c: stencil.deriv_x_book(f, df, c, pencils=4),
+    "book sPencils, one barrier": lambda f, df, c: stencil.deriv_x_book_variant(f, df, c, "one barrier", pencils=4),
     "tiled default": lambda f, df, c: stencil.deriv_x(f, df, c),
     "tiled, threads_x not dividing nx": lambda f, df, c: stencil.deriv_x(f, df, c, stencil.XTile(threads_x=5, pencils=6, rows=3)),
 }
@@ -47,6 +48,35 @@ X_LAUNCHES = {
 def test_x_derivative(name):
     got, reference, tolerance = run("x", X_LAUNCHES[name])
     assert_close(got, reference, tolerance)
+
+
+def test_the_books_memory_only_and_math_only_x_kernels():
+    """Memory only writes f itself (the book's df = f_s); math only computes the stencil but never stores it."""
+    host = gpucourse.random_array(SHAPE, np.float32, seed=4)
+    coefficients = stencil.coefficients_for(host, spacing("x"))
+    copied = gpucourse.to_device(gpucourse.poisoned(SHAPE, np.float32))
+    stencil.deriv_x_book_variant(gpucourse.to_device(host), copied, coefficients, "memory only", pencils=4)
+    np.testing.assert_array_equal(gpucourse.to_host(copied), host)
+    untouched = gpucourse.to_device(gpucourse.poisoned(SHAPE, np.float32))
+    stencil.deriv_x_book_variant(gpucourse.to_device(host), untouched, coefficients, "math only", pencils=4)
+    assert np.isnan(gpucourse.to_host(untouched)).all()
+    with pytest.raises(ArrayArgumentError, match="variant must be one of"):
+        stencil.deriv_x_book_variant(gpucourse.to_device(host), untouched, coefficients, "neither")
+
+
+@pytest.mark.parametrize("memory", ["device", "constant"])
+def test_the_books_x_kernel_with_per_point_coefficients(memory):
+    """§6.1.4: the stretched grid's coefficients from device memory or compiled into constant memory, against numpy.roll."""
+    host = gpucourse.random_array(SHAPE, np.float32, seed=6)
+    coefficients = fd.nonuniform_coefficients(SHAPE[2], 0.5)
+    df = gpucourse.to_device(gpucourse.poisoned(SHAPE, np.float32))
+    given = coefficients if memory == "constant" else gpucourse.to_device(coefficients)
+    stencil.deriv_x_book_per_point(gpucourse.to_device(host), df, given, memory, pencils=4)
+    reference = fd.nonuniform_reference(host, "x", coefficients)
+    tolerance = 8 * np.finfo(np.float32).eps * float(np.sum(2 * np.abs(coefficients), axis=0).max())
+    assert_close(gpucourse.to_host(df), reference, tolerance)
+    with pytest.raises(ArrayArgumentError):
+        stencil.deriv_x_book_per_point(gpucourse.to_device(host), df, coefficients.astype(np.float64), "constant")
 
 
 def axis_tiles(direction: str) -> dict[str, object]:

@@ -513,9 +513,9 @@ def bytes_per_step(shape: tuple[int, int], itemsize: int) -> int:
 class RunTimes:
     """A time-stepping run timed four ways, in ms: the GPU's own time, and wall times as a program sees them.
 
-    `device_wall_ms`: data already on the device, through a graph. `graph_wall_ms` and
-    `plain_wall_ms`: from a host array and back (two copies included), with a graph and with one
-    launch call per step.
+    `device_wall_ms`: data already on the device, through a graph; `device_plain_wall_ms`: the same
+    with one launch call per step (None where not timed). `graph_wall_ms` and `plain_wall_ms`: from
+    a host array and back (two copies included), with a graph and with one launch call per step.
     """
 
     steps: int
@@ -524,6 +524,7 @@ class RunTimes:
     graph_wall_ms: float
     plain_wall_ms: float
     simulated: bool
+    device_plain_wall_ms: float | None = None
 
     @property
     def gpu_us_per_step(self) -> float:
@@ -534,6 +535,11 @@ class RunTimes:
     def device_ratio(self) -> float:
         """Wall time of the run on device data, through a graph, over its GPU time."""
         return self.device_wall_ms / self.gpu_ms
+
+    @property
+    def device_plain_ratio(self) -> float | None:
+        """Wall time of the run on device data, one launch call per step, over its GPU time (None where not timed)."""
+        return None if self.device_plain_wall_ms is None else self.device_plain_wall_ms / self.gpu_ms
 
     @property
     def graph_ratio(self) -> float:
@@ -560,5 +566,6 @@ def run_times(initial: np.ndarray, total_steps: int, d: float, method: str = "gl
     start = to_device(initial)
     device = wall_time_ms(lambda: heat_run(start, total_steps, d, method, tile, steps_per_launch, graph=True), repeat=repeat, warmup=0)
     graphed = wall_time_ms(lambda: heat_run(initial, total_steps, d, method, tile, steps_per_launch, graph=True), repeat=repeat, warmup=0)
+    device_plain = wall_time_ms(lambda: heat_run(start, total_steps, d, method, tile, steps_per_launch, graph=False), repeat=repeat, warmup=0)
     plain = wall_time_ms(lambda: heat_run(initial, total_steps, d, method, tile, steps_per_launch, graph=False), repeat=repeat, warmup=0)
-    return RunTimes(total_steps, gpu_ms, device, graphed, plain, pair.simulated)
+    return RunTimes(total_steps, gpu_ms, device, graphed, plain, pair.simulated, device_plain)

@@ -855,5 +855,6 @@ def iteration_times(initial: np.ndarray, iterations: int, method: str = "global"
     start = to_device(initial)
     device = wall_time_ms(lambda: jacobi_iterations(start, iterations, method, every, block, graph=True), repeat=repeat, warmup=0)
     graphed = wall_time_ms(lambda: jacobi_iterations(initial, iterations, method, every, block, graph=True), repeat=repeat, warmup=0)
+    device_plain = wall_time_ms(lambda: jacobi_iterations(start, iterations, method, every, block, graph=False), repeat=repeat, warmup=0)
     plain = wall_time_ms(lambda: jacobi_iterations(initial, iterations, method, every, block, graph=False), repeat=repeat, warmup=0)
-    return RunTimes(iterations, gpu_ms, device, graphed, plain, mode.is_simulator())
+    return RunTimes(iterations, gpu_ms, device, graphed, plain, mode.is_simulator(), device_plain)

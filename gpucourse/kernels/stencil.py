@@ -246,6 +246,129 @@ def deriv_x_book_kernel(nx: int, pencils: int, dtype_name: str) -> object:
     return deriv_x_book
 
 
+@functools.cache
+def deriv_x_book_constant_kernel(nx: int, pencils: int, dtype_name: str, coefficient_bytes: bytes) -> object:
+    """The book's x kernel with per-point coefficients in constant memory (§6.1.4): the (4, nx) array whose bytes are
+    `coefficient_bytes` is compiled into the kernel (constant memory holds only what is known at compile time)."""
+    NX, P = nx, pencils
+    W = NX + 2 * HALO
+    DT = numba.from_dtype(np.dtype(dtype_name))
+    COEFFICIENTS = np.frombuffer(coefficient_bytes, dtype=np.dtype(dtype_name)).reshape(HALO, NX).copy()
+
+    @cuda.jit
+    def deriv_x_book_constant(f, df):
+        coef = cuda.const.array_like(COEFFICIENTS)  # one copy for the whole grid, read through the constant cache
+        tile = cuda.shared.array((P, W), DT)
+        i = cuda.threadIdx.x
+        p = cuda.threadIdx.y
+        j = cuda.blockIdx.x * P + p
+        k = cuda.blockIdx.y
+        inside = j < f.shape[1]
+        if inside:
+            tile[p, i + HALO] = f[k, j, i]
+        cuda.syncthreads()
+        if i < HALO:
+            tile[p, i] = tile[p, NX + i]
+            tile[p, NX + HALO + i] = tile[p, HALO + i]
+        cuda.syncthreads()
+        if inside:
+            s = i + HALO  # a warp's 32 threads read 32 different coefficients: the constant cache serves them one by one
+            df[k, j, i] = (coef[0, i] * (tile[p, s + 1] - tile[p, s - 1])
+                           + coef[1, i] * (tile[p, s + 2] - tile[p, s - 2])
+                           + coef[2, i] * (tile[p, s + 3] - tile[p, s - 3])
+                           + coef[3, i] * (tile[p, s + 4] - tile[p, s - 4]))
+
+    return deriv_x_book_constant
+
+
+@functools.cache
+def deriv_x_book_device_kernel(nx: int, pencils: int, dtype_name: str) -> object:
+    """The book's x kernel with per-point coefficients passed as a (4, nx) device array (§6.1.4): coalesced loads."""
+    NX, P = nx, pencils
+    W = NX + 2 * HALO
+    DT = numba.from_dtype(np.dtype(dtype_name))
+
+    @cuda.jit
+    def deriv_x_book_device(f, df, coef):
+        tile = cuda.shared.array((P, W), DT)
+        i = cuda.threadIdx.x
+        p = cuda.threadIdx.y
+        j = cuda.blockIdx.x * P + p
+        k = cuda.blockIdx.y
+        inside = j < f.shape[1]
+        if inside:
+            tile[p, i + HALO] = f[k, j, i]
+        cuda.syncthreads()
+        if i < HALO:
+            tile[p, i] = tile[p, NX + i]
+            tile[p, NX + HALO + i] = tile[p, HALO + i]
+        cuda.syncthreads()
+        if inside:
+            s = i + HALO
+            df[k, j, i] = (coef[0, i] * (tile[p, s + 1] - tile[p, s - 1])
+                           + coef[1, i] * (tile[p, s + 2] - tile[p, s - 2])
+                           + coef[2, i] * (tile[p, s + 3] - tile[p, s - 3])
+                           + coef[3, i] * (tile[p, s + 4] - tile[p, s - 4]))
+
+    return deriv_x_book_device
+
+
+#: The book's experiments on its x kernel (§6.1.2.1): what it costs without its arithmetic, without its
+#: global memory, and with one barrier instead of two.
+BOOK_X_VARIANTS = ("memory only", "math only", "one barrier")
+
+
+@functools.cache
+def deriv_x_book_variant_kernel(nx: int, pencils: int, dtype_name: str, variant: str) -> object:
+    """The book's x kernel taken apart (§6.1.2.1): 'memory only' (df = f_s, no stencil), 'math only' (no global load;
+    df written only if the stencil gives an impossible value) or 'one barrier' (the periodic images loaded from global
+    memory by the threads that need them, so one barrier suffices)."""
+    if variant not in BOOK_X_VARIANTS:
+        raise ValueError(f"variant must be one of {BOOK_X_VARIANTS}; got {variant!r}")
+    NX, P = nx, pencils
+    W = NX + 2 * HALO
+    DT = numba.from_dtype(np.dtype(dtype_name))
+    MEMORY, MATH, ONE_BARRIER = (variant == name for name in BOOK_X_VARIANTS)  # compile-time constants
+    IMPOSSIBLE = DT(1e30)  # a derivative no test function here reaches: the store it guards never happens
+
+    @cuda.jit
+    def deriv_x_book_variant(f, df, coef):
+        tile = cuda.shared.array((P, W), DT)
+        i = cuda.threadIdx.x
+        p = cuda.threadIdx.y
+        j = cuda.blockIdx.x * P + p
+        k = cuda.blockIdx.y
+        inside = j < f.shape[1]
+        if MATH:
+            tile[p, i + HALO] = DT(i)        # a value from the index: no global load
+        elif inside:
+            tile[p, i + HALO] = f[k, j, i]
+        if ONE_BARRIER:
+            if inside and i < HALO:          # the images come from global memory, not from other threads' loads
+                tile[p, i] = f[k, j, NX - HALO + i]
+                tile[p, NX + HALO + i] = f[k, j, i]
+            cuda.syncthreads()
+        else:
+            cuda.syncthreads()
+            if i < HALO:
+                tile[p, i] = tile[p, NX + i]
+                tile[p, NX + HALO + i] = tile[p, HALO + i]
+            cuda.syncthreads()
+        if inside:
+            s = i + HALO
+            if MEMORY:
+                df[k, j, i] = tile[p, s]     # the book's df = f_s: the traffic without the stencil
+            else:
+                value = (coef[0] * (tile[p, s + 1] - tile[p, s - 1])
+                         + coef[1] * (tile[p, s + 2] - tile[p, s - 2])
+                         + coef[2] * (tile[p, s + 3] - tile[p, s - 3])
+                         + coef[3] * (tile[p, s + 4] - tile[p, s - 4]))
+                if not MATH or value == IMPOSSIBLE:
+                    df[k, j, i] = value
+
+    return deriv_x_book_variant
+
+
 # ---------------------------------------------------------------------------------------------
 # Indices. Numba accepts Python's negative indices (a[-1] is the last element): before each access
 # with a signed integer it tests for a negative value and adds the length. That is three or four
@@ -526,6 +649,46 @@ def deriv_x_book(f, df, coefficients: tuple, pencils: int = 4):
     check_shared_memory(book_x_tile(nx, pencils).shared_bytes(nx, dtype.itemsize))
     blocks = check_blocks((-(-ny // pencils), nz))
     return bind(deriv_x_book_kernel(nx, pencils, dtype.name), blocks, (nx, pencils), f, df, coefficients)
+
+
+@planned
+def deriv_x_book_per_point(f, df, coefficients, memory: str = "device", pencils: int = 4):
+    """df = d f / dx with the book's tile and per-point coefficients (4, nx) in 'device' memory (a device array) or in
+    'constant' memory (a NumPy array, compiled into the kernel: a new kernel for each array), as in the book's §6.1.4."""
+    dtype = _check_pair(f, df)
+    nz, ny, nx = f.shape
+    check_threads_per_block((nx, pencils))
+    check_shared_memory(book_x_tile(nx, pencils).shared_bytes(nx, dtype.itemsize))
+    blocks = check_blocks((-(-ny // pencils), nz))
+    if memory == "constant":
+        host = np.asarray(coefficients)
+        if host.dtype != dtype or host.shape != (HALO, nx):
+            raise ArrayArgumentError(f"constant-memory coefficients are a NumPy {dtype.name} array of shape {(HALO, nx)}; "
+                                     f"got {host.dtype.name} {host.shape}")
+        kernel = deriv_x_book_constant_kernel(nx, pencils, dtype.name, np.ascontiguousarray(host).tobytes())
+        return bind(kernel, blocks, (nx, pencils), f, df)
+    if memory != "device":
+        raise ArrayArgumentError(f"memory is 'device' or 'constant'; got {memory!r}")
+    coefficients, per_point = _check_coefficients(coefficients, dtype, nx)
+    if not per_point:
+        raise ArrayArgumentError("give the per-point coefficients as a (4, nx) device array")
+    return bind(deriv_x_book_device_kernel(nx, pencils, dtype.name), blocks, (nx, pencils), f, df, coefficients)
+
+
+@planned
+def deriv_x_book_variant(f, df, coefficients: tuple, variant: str, pencils: int = 4):
+    """The book's x kernel as one of its §6.1.2.1 experiments (`BOOK_X_VARIANTS`); the same tile and launch as `deriv_x_book`."""
+    dtype = _check_pair(f, df)
+    coefficients, per_point = _check_coefficients(coefficients, dtype, f.shape[2])
+    if per_point:
+        raise ArrayArgumentError("the book's x kernel takes the four uniform coefficients only")
+    if variant not in BOOK_X_VARIANTS:
+        raise ArrayArgumentError(f"variant must be one of {BOOK_X_VARIANTS}; got {variant!r}")
+    nz, ny, nx = f.shape
+    check_threads_per_block((nx, pencils))
+    check_shared_memory(book_x_tile(nx, pencils).shared_bytes(nx, dtype.itemsize))
+    blocks = check_blocks((-(-ny // pencils), nz))
+    return bind(deriv_x_book_variant_kernel(nx, pencils, dtype.name, variant), blocks, (nx, pencils), f, df, coefficients)
 
 
 def check_x_tile(tile: XTile, shape: tuple[int, int, int], itemsize: int) -> XTile:
