@@ -140,11 +140,17 @@ def record_of(folder: Path) -> GpuRecord:
     return GpuRecord(folder, gpu or folder.name.split("_", 1)[-1], driver, date, meta.get("executed_as"))
 
 
+def gpu_records(records: Path = ROOT / "measurements") -> list[GpuRecord]:
+    """Every recorded GPU run with executed notebooks under records/gpu_ci/, the newest first."""
+    runs = sorted((p for p in (records / "gpu_ci").glob("*") if re.match(r"^\d{4}-\d{2}-\d{2}_", p.name) and (p / "executed").is_dir()),
+                  key=_recorded_at, reverse=True)
+    return [record_of(run) for run in runs]
+
+
 def gpu_record(records: Path = ROOT / "measurements") -> GpuRecord | None:
     """The newest recorded GPU run with executed notebooks under records/gpu_ci/, or None."""
-    runs = sorted((p for p in (records / "gpu_ci").glob("*") if re.match(r"^\d{4}-\d{2}-\d{2}_", p.name) and (p / "executed").is_dir()),
-                  key=_recorded_at)
-    return record_of(runs[-1]) if runs else None
+    found = gpu_records(records)
+    return found[0] if found else None
 
 
 def _recorded_at(folder: Path) -> tuple[str, str]:
@@ -163,26 +169,32 @@ class Source:
     gpu: bool
 
 
-def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | None, here: Path | None, records_link: str) -> dict[Path, Source]:
-    """For every chapter notebook, the executed copy a page shows and its note: the GPU record where its code is current, else `here`."""
+def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | list[GpuRecord] | None, here: Path | None,
+            records_link: str) -> dict[Path, Source]:
+    """For every chapter notebook, the executed copy a page shows and its note: the newest GPU record that holds a current copy
+    of it (a record of one chapter, say on several GPUs, serves that chapter's pages), else `here`."""
     chosen = {}
+    candidates = record if isinstance(record, list) else [record] if record is not None else []
     for chapter, notebooks in chapters_found:
         for source in notebooks:
             link = f"../../{records_link}"  # from chapters/NN_name/ to the repository root
             code = code_of(json.loads(source.read_text()))
-            recorded = record.executed / chapter.name / source.name if record else None
+            current = next((r for r in candidates if is_current(r.executed / chapter.name / source.name, code)), None)
+            if current is not None:
+                chosen[source] = Source(current.executed / chapter.name / source.name,
+                                        f"**Outputs recorded on a GPU**: {current.describe()} ([the records]({link})). "
+                                        "Run the notebook to get your own GPU's.", True)
+                continue
+            newest = candidates[0] if candidates else None
+            recorded = newest.executed / chapter.name / source.name if newest else None
             copy_of_record = json.loads(recorded.read_text()) if recorded is not None and recorded.exists() else None
             stopped = copy_of_record is not None and ran_into_an_error(copy_of_record)
-            if copy_of_record is not None and not stopped and code_of(copy_of_record) == code:
-                chosen[source] = Source(recorded, f"**Outputs recorded on a GPU**: {record.describe()} "
-                                                  f"([the records]({link})). Run the notebook to get your own GPU's.", True)
-                continue
             if here is None:
                 continue
             copy = here / chapter.name / source.name
             held = ("a run of it that stopped at an error" if stopped else "older code of this notebook" if copy_of_record is not None
                     else "no copy of it")
-            why = "" if record is None else f" (the GPU record of {record.date} holds {held})"
+            why = "" if newest is None else f" (the GPU record of {newest.date} holds {held})"
             device = banner_device(json.loads(copy.read_text())) if copy.exists() else None
             if device:
                 note = f"**Outputs of this build's machine**: {device}, executed when the site was built{why}."
@@ -192,6 +204,14 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | N
                         f"[GPU records]({link}) hold a GPU's.")
             chosen[source] = Source(copy, note, bool(device))
     return chosen
+
+
+def is_current(executed: Path, code: list[str]) -> bool:
+    """True if `executed` exists, ran without an error, and holds exactly `code` (the notebook's code cells now)."""
+    if not executed.exists():
+        return False
+    notebook = json.loads(executed.read_text())
+    return not ran_into_an_error(notebook) and code_of(notebook) == code
 
 
 def ran_into_an_error(notebook: dict) -> bool:
@@ -535,12 +555,13 @@ def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 
                  {source: Source(executed / chapter.name / source.name, *executed_note(executed / chapter.name / source.name))
                   for chapter, notebooks in book for source in notebooks})
     else:
-        record = None if here else gpu_record(records)
-        pages = sources(book, record, None, link)
+        every_record = [] if here else gpu_records(records)
+        record = every_record[0] if every_record else None
+        pages = sources(book, every_record, None, link)
         missing = {source for _, notebooks in book for source in notebooks if source not in pages}
         if missing:
             done = executed_here(jobs, timeout, only=missing)
-            pages.update({source: page for source, page in sources(book, record, done, link).items() if source in missing})
+            pages.update({source: page for source, page in sources(book, every_record, done, link).items() if source in missing})
         print(f"pages: {sum(page.gpu for page in pages.values())} of {len(pages)} with GPU outputs"
               + (f" (record {record.folder.name})" if record else "" if here else " (no GPU record found)"), flush=True)
     stage_dir = out.with_name(out.name + ".stage")  # one per output: two builds at once (tests in parallel) never share one

@@ -325,3 +325,31 @@ def test_files_that_pages_link_to_are_published_with_them(tmp_path):
     (stage / "index.md").write_text("See [the script](tools/gpu_run.py) and [the web](https://example.org/a.py).")
     copied = site.copy_linked_files(stage, root)
     assert copied == [stage / "tools" / "gpu_run.py"] and (stage / "tools" / "gpu_run.py").read_text() == "print('measured')\n"
+
+
+def test_a_page_takes_the_newest_record_that_holds_it(tmp_path):
+    """A newer record of one chapter (a run on several GPUs, say) serves that chapter's pages; the others keep the older whole record's."""
+    root = tmp_path / "repo"
+    for chapter, name in (("01_x", "01_a"), ("04_y", "01_c")):
+        source = root / "chapters" / chapter / f"{name}.ipynb"
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": []}]}))
+    records = tmp_path / "measurements"
+
+    def record(folder: str, chapters: tuple[str, ...], started: str) -> None:
+        run = records / "gpu_ci" / folder
+        for chapter in chapters:
+            copy = run / "executed" / chapter
+            copy.mkdir(parents=True)
+            for source in (root / "chapters" / chapter).glob("*.ipynb"):
+                (copy / source.name).write_text(source.read_text())
+        (run / "gpu_ci.json").write_text(json.dumps({"gpu": {"name": folder, "driver": "580"}, "date": folder[:10],
+                                                     "calls": [{"started": started}]}))
+
+    record("2026-11-25_h200", ("01_x", "04_y"), "2026-11-25T05:00:00+00:00")
+    record("2026-11-27_h100x4", ("04_y",), "2026-11-27T05:00:00+00:00")
+    found = site.gpu_records(records)
+    assert [r.folder.name for r in found] == ["2026-11-27_h100x4", "2026-11-25_h200"]
+    pages = site.sources(site.chapters(root), found, None, "measurements/README.md")
+    assert pages[root / "chapters" / "04_y" / "01_c.ipynb"].executed.is_relative_to(found[0].executed)
+    assert pages[root / "chapters" / "01_x" / "01_a.ipynb"].executed.is_relative_to(found[1].executed)
