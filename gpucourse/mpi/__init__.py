@@ -191,6 +191,15 @@ def run_program(module: str, ranks: int, args: Sequence[str] = (), *, timeout_s:
     return run.check() if check else run
 
 
+def world_is_as_expected(size: int, expected: int | None) -> bool:
+    """True if MPI started `expected` ranks (or none was expected); otherwise say why on stderr (the launcher of another MPI)."""
+    if expected is None or size == expected:
+        return True
+    print(f"this process sees an MPI world of {size} rank(s), not {expected}: the launcher belongs to another MPI "
+          "than mpi4py's. Set GPUCOURSE_MPIEXEC to the mpiexec of mpi4py's MPI library.", file=sys.stderr, flush=True)
+    return False
+
+
 def default_ranks() -> int:
     """Ranks the chapter's programs start: one per GPU this process sees (the simulator: `ch4_mpi_ranks`, two ranks on its one device)."""
     from ..multigpu import device_count

@@ -221,13 +221,11 @@ def main(argv=None) -> int:
     from ..errors import DecompositionError
     from ..report import rate
     from ..timing import effective_bandwidth_gbs
-    from . import report, support
+    from . import report, support, world_is_as_expected
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    if args.expect_ranks is not None and size != args.expect_ranks:
-        print(f"this process sees an MPI world of {size} rank(s), not {args.expect_ranks}: the launcher belongs to another MPI "
-              "than mpi4py's. Set GPUCOURSE_MPIEXEC to the mpiexec of mpi4py's MPI library.", file=sys.stderr, flush=True)
+    if not world_is_as_expected(size, args.expect_ranks):
         return 2
     placement = ranks.place(comm, chosen)
     placements = comm.allgather(placement.as_dict())
