@@ -261,10 +261,12 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool 
             from numba.np import numpy_support
 
             key = where
-            array = self._allocations.get(("gpucourse",) + key)
-            if array is None:
-                array = np.empty(shape, numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
-                self._allocations[("gpucourse",) + key] = array
+            block = tuple(getattr(threading.current_thread(), "blockIdx", ()))  # blocks that run at once have arrays of their own
+            with poison_lock:
+                array = self._allocations.get(("gpucourse", where, block))
+                if array is None:
+                    array = np.empty(shape, numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
+                    self._allocations[("gpucourse", where, block)] = array
         with poison_lock:
             name = shared_names.setdefault(key, _shared_name(where))
         thread = threading.current_thread()
@@ -816,6 +818,17 @@ def _float64_watcher(log: _AccessLog):
     local.seen = {}
     local.previous = {}
 
+    started = [0]
+
+    def thread_start(frame, event, arg):
+        """The first event of a new thread: watch the first 64 threads, then every eighth, at a fraction of the cost of all."""
+        started[0] += 1  # not atomic, and need not be: it only thins the watching
+        if started[0] > 64 and started[0] % 8:
+            sys.settrace(None)
+            return None
+        sys.settrace(call)
+        return call(frame, event, arg)
+
     def call(frame, event, arg):
         if event != "call" or frame.f_code not in _KERNEL_CODES:
             return None
@@ -827,7 +840,7 @@ def _float64_watcher(log: _AccessLog):
         local.previous.pop(id(frame), None)
         return local
 
-    return call
+    return thread_start
 
 
 def _checked_cast(kind: type):
@@ -852,6 +865,27 @@ class _TypedNumpy:
     def __getattr__(self, name: str):
         value = getattr(np, name)
         return _CHECKED.get(value, value)
+
+
+def _numba_extreme(choose: Callable):
+    """max() or min() as Numba types it: of numbers, the result has the type all of them promote to (float32 and 0.0: float64)."""
+    def extreme(*args, **options):
+        result = choose(*args, **options)
+        if len(args) < 2 or options or not all(isinstance(a, (np.generic, int, float)) for a in args):
+            return result
+        kind = np.result_type(*(np.asarray(a).dtype if isinstance(a, np.generic) else type(a) for a in args)).type
+        if isinstance(result, kind) or kind is not np.float64:
+            return kind(result) if not isinstance(result, kind) else result
+        return _Constant64(result) if all(isinstance(a, (_Constant64, _ConstantInt)) for a in args) else np.float64(result)
+
+    return extreme
+
+
+def _numba_pow(base, exponent, modulo=None):
+    """pow() as Numba types it: a float32 to an integer power stays float32."""
+    if modulo is None and isinstance(exponent, (int, np.integer)) and isinstance(base, np.floating):
+        return base ** base.dtype.type(exponent)
+    return builtins.pow(base, exponent) if modulo is None else builtins.pow(base, exponent, modulo)
 
 
 def _numba_complex(real=0, imag=None):
@@ -897,7 +931,8 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
 
     namespace: dict = {"__builtins__": builtins}
     if typed_constants:
-        namespace.update(complex=_numba_complex, float=np.float64)
+        namespace.update(complex=_numba_complex, float=np.float64, max=_numba_extreme(builtins.max), min=_numba_extreme(builtins.min),
+                         pow=_numba_pow)
     made: dict[str, object] = {}
     options = dict(jit_options or {})
 
