@@ -132,7 +132,7 @@ def derivative_launcher(mistake=None):
     ("one block", "never written"),
     ("rows fastest", r"reads of spectrum are not coalesced.*walk the columns"),
     ("float64", r"float64 arithmetic at line \d+ \(`k = k_unit \* i if i != nyquist else 0.0"),
-    ("complex128 in the cast", r"float64 arithmetic at line \d+ \(`out\[r, i\] = np.complex64\(spectrum\[r, i\] \* 1j \* k \* norm\)`\).*1j"),
+    ("complex128 in the cast", r"float64 arithmetic at line \d+ \(`out\[r, i\] = np.complex64\(spectrum\[r, i\] \* 1j \* k \* norm\).*Python complex such as 1j"),
 ])
 def test_derivative_spectrum_mistakes(mistake, message):
     with pytest.raises(CheckFailed, match=message):

@@ -1083,15 +1083,17 @@ def float64_message(trace: Trace) -> str | None:
     """
     complex_only = bool(trace.float64_stores) and all(key.endswith("(complex64)") for key in trace.float64_stores)
     if trace.float64_origins:
-        lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_origins[:1])
-        evidence = f"{'complex128' if complex_only else 'float64'} arithmetic at {lines}"
+        text = source_line(*trace.float64_origins[0])
+        evidence = f"float64 arithmetic at line {trace.float64_origins[0][1]} (`{text}`)"
+        complex_words = "1j" in text
     elif trace.float64_stores:
         lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_lines[:2])
         kinds = ("complex128", "complex64") if complex_only else ("float64", "float32")
         evidence = f"{kinds[0]} values were stored into a {kinds[1]} array at {lines}"
+        complex_words = complex_only
     else:
         return None
-    if complex_only:
+    if complex_words:
         return float64_advice(evidence) + " A Python complex such as 1j is complex128: build np.complex64(complex(re, im)) from float32 parts."
     return float64_advice(evidence)
 
