@@ -289,6 +289,9 @@ def _diagnose_poisson(got: np.ndarray, host: np.ndarray, want: np.ndarray, nx: i
     if near(_poisson_reference(host, nx, lengths, swap=True)):
         return "the two lengths are swapped: kx = 2 pi i / Lx along the columns, ky = 2 pi j / Ly along the rows."
     rows_wrong = np.flatnonzero((~np.isclose(got, want, rtol=1e-4, atol=1e-7 * float(np.abs(want).max()))).any(axis=1))
+    if ny % 2 and rows_wrong.tolist() == [ny // 2]:
+        return (f"only row {ny // 2} is wrong: with an odd ny = {ny} it holds wave number +{ny // 2}; the negative ones start at "
+                f"row {ny // 2 + 1} (j - ny for j > ny / 2, not j >= ny // 2).")
     return (f"rows {rows_wrong[:6].tolist()} differ: compute kx from the column index i (kx = 2 pi i / Lx) and ky from the row "
             "index j (2 pi j / Ly, with j - ny above ny / 2).")
 
