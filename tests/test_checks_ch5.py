@@ -818,3 +818,40 @@ def strided_total(x):
 def test_block_sums_other_right_answer(capsys):
     ch5.check_block_sums(lambda x, partial, threads: block_sums_by_helper_kernel[partial.size, threads, 0, 4 * threads](x, partial))
     assert "\u2705 Exercise 5.2" in capsys.readouterr().out
+
+
+@cuda.jit
+def numba_typed_float32(x, out):
+    """Arithmetic that a compiled kernel keeps in float32: powers by an int, casts of constant expressions, float32 helpers."""
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        out[i] = v ** 2 + pow(v, 3) * np.float32(np.sqrt(2.0)) + float32(2 * math.pi) * max(v, float32(0)) + float32(0.5) ** 2
+
+
+@cuda.jit
+def numba_typed_float64(x, out, which):
+    """Arithmetic that a compiled kernel does in float64, each hidden from the stores by a cast."""
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        if which == 0:
+            out[i] = float32(max(v, 0.0))  # max(float32, float64) is float64
+        elif which == 1:
+            out[i] = float32(v * 0.5)
+        elif which == 2:
+            out[i] = float32(v / 2)  # float32 / int64 is float64
+        else:
+            out[i] = float32(v * i)  # float32 * int64 (an index) is float64
+
+
+def test_the_trace_types_arithmetic_as_numba_does():
+    from gpucourse.checks import trace
+
+    arguments = [("traced", "x", np.arange(40, dtype=np.float32) - 20), ("traced", "out", np.zeros(40, np.float32))]
+    kept = trace.traced_run(lambda x, out: numba_typed_float32[2, 32](x, out), arguments)
+    assert not kept.float64_origins and not kept.float64_stores
+    first = numba_typed_float64.py_func.__code__.co_firstlineno  # the decorator's line
+    for which in range(4):
+        widened = trace.traced_run(lambda x, out, w=which: numba_typed_float64[2, 32](x, out, w), arguments)
+        assert [line for _, line in widened.float64_origins] == [first + 7 + 2 * which]

@@ -864,6 +864,15 @@ class _TypedNumpy:
 
     def __getattr__(self, name: str):
         value = getattr(np, name)
+        if isinstance(value, float):  # np.pi: a constant, as math.pi
+            return _Constant64(value)
+        if isinstance(value, np.ufunc):  # np.sqrt(2.0): a literal goes in as the float64 it is, and a constant comes out
+            def typed(*args, **options):
+                result = value(*(np.float64(a) if isinstance(a, _Constant64) else a for a in args), **options)
+                constant = all(isinstance(a, (_Constant64, _ConstantInt)) for a in args)
+                return _Constant64(result) if constant and isinstance(result, np.float64) else result
+
+            return typed
         return _CHECKED.get(value, value)
 
 
