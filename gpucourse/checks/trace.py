@@ -6,11 +6,17 @@ In the simulator every CUDA thread is a Python thread, so a check can watch the 
 * every element access to the traced arrays and to shared memory, with the block, the thread, how
   many `cuda.syncthreads()` the thread had passed (its *barrier interval*) and the source line;
 * the launches made (kernel, grid, block);
-* float64 values stored into float32 arrays. The kernels are re-made with their number literals as
-  NumPy float64 / int64 scalars, so that Python's arithmetic promotes as Numba's does
-  (float32 * 2.0 and float32 * 2 are float64 in a compiled kernel; NumPy 2 would keep float32).
+* float64 values stored into float32 arrays, and the kernel lines that compute a float64 (a local
+  variable that becomes one, or a value cast down by float32(...) or np.complex64(...)), so that a
+  final cast does not hide double-precision arithmetic. The kernels are re-made with their number
+  literals as NumPy float64 / int64 scalars, so that Python's arithmetic promotes as Numba's does
+  (float32 * 2.0 and float32 * 2 are float64 in a compiled kernel; NumPy 2 would keep float32),
+  and with Numba's rules where NumPy's differ: float32 ** 2 and pow(float32, 2) stay float32,
+  max(float32, 0.0) is float64, and arithmetic between literals is a constant (Numba folds it).
 
-Shared memory is poisoned (NaN, or the integer minimum) at the start of every block. From a trace,
+Shared memory is poisoned (NaN, or the integer minimum) at the start of every block. Each static
+shared array is its own, per block, keyed by the line of the kernel that declares it, and named
+after its variable ("shared tile"; the simulator's own key, the caller's line, would be the trace's). From a trace,
 `sectors_per_request` counts the 32-byte sectors of each warp request (coalescing),
 `shared_passes_per_request` the bank passes, and `races` the shared-memory hazards: two threads
 touching one element in one barrier interval, one of them writing (what compute-sanitizer's
