@@ -549,3 +549,33 @@ def test_jacobi_sweep_other_right_answer_block_shape_and_boundary(capsys):
     with pytest.raises(CheckFailed, match="boundary points changed") as failed:
         ch6.check_jacobi_sweep(launch_sweep(jacobi_writes_boundary, (BX, BY)))
     assert "halo" not in str(failed.value)
+
+
+@cuda.jit
+def heat_without_barrier(u, u_new, d, four):
+    """A mistake: the second step reads the neighbours' first step from u_new with no barrier after writing it."""
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    inside = 0 < i < nx - 1 and 0 < j < ny - 1
+    y = float32(0)
+    if i < nx and j < ny:
+        x = u[j, i]
+        if inside:
+            x = x + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * x)
+        u_new[j, i] = x
+        if inside:
+            y = x + d * ((((u_new[j - 1, i] + u_new[j, i - 1]) + u_new[j, i + 1]) + u_new[j + 1, i]) - four * x)
+    cuda.syncthreads()
+    if i < nx and j < ny and inside:
+        u_new[j, i] = y
+
+
+def test_two_heat_steps_race_inside_a_block_is_named():
+    def heat(u, u_new, d):
+        ny, nx = u.shape
+        heat_without_barrier[(math.ceil(nx / 16), math.ceil(ny / 16)), (16, 16)](u, u_new, np.float32(d), np.float32(4))
+
+    with pytest.raises(CheckFailed, match=r"reads u_new\[.*\] at line \d+ .*, which thread .* of the same block writes .* no "
+                                          r"cuda.syncthreads\(\) between them") as failed:
+        ch6.check_two_heat_steps(heat)
+    assert len(str(failed.value).splitlines()) <= 5
