@@ -855,3 +855,22 @@ def test_the_trace_types_arithmetic_as_numba_does():
     for which in range(4):
         widened = trace.traced_run(lambda x, out, w=which: numba_typed_float64[2, 32](x, out, w), arguments)
         assert [line for _, line in widened.float64_origins] == [first + 7 + 2 * which]
+
+
+@cuda.jit
+def loop_index_float64(x, out):
+    """float32 * a loop index: the index is an int64, so the product is float64."""
+    i = cuda.grid(1)
+    if i < x.size:
+        total = float32(0)
+        for k in range(3):
+            total += x[i] * k
+        out[i] = float32(total)
+
+
+def test_a_loop_index_is_an_int64_in_the_trace():
+    from gpucourse.checks import trace
+
+    arguments = [("traced", "x", np.ones(40, np.float32)), ("traced", "out", np.zeros(40, np.float32))]
+    widened = trace.traced_run(lambda x, out: loop_index_float64[2, 32](x, out), arguments)
+    assert widened.float64_origins[0][1] == loop_index_float64.py_func.__code__.co_firstlineno + 7  # total += x[i] * k

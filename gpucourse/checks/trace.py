@@ -274,7 +274,9 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool 
                     array = np.empty(shape, numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
                     self._allocations[("gpucourse", where, block)] = array
         with poison_lock:
-            name = shared_names.setdefault(key, _shared_name(where))
+            if key not in shared_names:
+                shared_names[key] = _shared_name(where)
+            name = shared_names[key]
         thread = threading.current_thread()
         if poison_shared and hasattr(thread, "blockIdx"):
             with poison_lock:  # the first thread of each block to declare it poisons it (the simulator reuses one array)
@@ -842,7 +844,7 @@ def _float64_watcher(log: _AccessLog):
         wide = {name for name in arguments if _wide(frame.f_locals.get(name))}
         if wide and frame.f_back is not None:  # a float64 computed in the call's arguments
             log.float64_made(_user_line(frame.f_back))
-        local.seen[id(frame)] = set(wide) | {name for name in arguments}
+        local.seen[id(frame)] = set(wide)  # a float64 given is no arithmetic; an argument that becomes one later is
         local.previous.pop(id(frame), None)
         return local
 
@@ -896,6 +898,11 @@ def _numba_extreme(choose: Callable):
     return extreme
 
 
+def _numba_range(*bounds):
+    """range() as Numba types it: its values are int64 (float32 * a loop index is float64), not Python ints."""
+    return map(np.int64, builtins.range(*bounds))
+
+
 def _numba_pow(base, exponent, modulo=None):
     """pow() as Numba types it: a float32 to an integer power stays float32."""
     if modulo is None and isinstance(exponent, (int, np.integer)) and isinstance(base, np.floating):
@@ -947,7 +954,7 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
     namespace: dict = {"__builtins__": builtins}
     if typed_constants:
         namespace.update(complex=_numba_complex, float=np.float64, max=_numba_extreme(builtins.max), min=_numba_extreme(builtins.min),
-                         pow=_numba_pow)
+                         pow=_numba_pow, range=_numba_range)
     made: dict[str, object] = {}
     options = dict(jit_options or {})
 
