@@ -36,6 +36,7 @@ import json
 import linecache
 import marshal
 import math
+import operator
 import os
 import pickle
 import re
@@ -898,9 +899,24 @@ def _numba_extreme(choose: Callable):
     return extreme
 
 
-def _numba_range(*bounds):
+class _numba_range:  # noqa: N801 - it stands for the builtin range
     """range() as Numba types it: its values are int64 (float32 * a loop index is float64), not Python ints."""
-    return map(np.int64, builtins.range(*bounds))
+
+    def __init__(self, *bounds) -> None:
+        self.values = builtins.range(*(operator.index(b) for b in bounds))
+
+    def __iter__(self) -> Iterator[np.int64]:
+        return map(np.int64, self.values)
+
+    def __reversed__(self) -> Iterator[np.int64]:
+        return map(np.int64, reversed(self.values))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index):
+        item = self.values[index]
+        return item if isinstance(item, builtins.range) else np.int64(item)
 
 
 def _numba_pow(base, exponent, modulo=None):
