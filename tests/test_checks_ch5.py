@@ -421,14 +421,14 @@ def test_block_sums(capsys):
     (tree_no_barrier_in_loop, r"a race on shared memory.*tile\[t\] \+= tile\[t \+ step\]"),
     (tree_no_barrier_after_store, r"a race on shared memory.*A barrier is missing after line"),
     (tree_unguarded, "past (its|the) end"),
-    (tree_tail_not_zeroed, r"reads shared\[\d+\] at line \d+ .* before any thread of the block wrote it.*stores its total"),
+    (tree_tail_not_zeroed, r"reads tile\[\d+\] \(shared\) at line \d+ .* before any thread of the block wrote it.*stores its total"),
     (first_element_only, "each thread added only its first element.*grid-stride loop"),
     (own_stretch, r"add up to the sum of x, but each block summed other elements.*uncoalesced"),
     (tree_fixed_256, r"declares a shared array of 256 elements, fixed in the kernel.*cuda.shared.array\(0, float32\)"),
     (tree_interleaved, r"the tree diverges.*threads t < step"),
     (tree_strided_index, r"passes on average.*bank conflicts"),
     (thread_zero_alone, "uses no shared memory"),
-    (tree_float64, r"float64 values were stored into a float32 array at line \d+ \(`tile\[t\] = total"),
+    (tree_float64, r"float64 arithmetic at line \d+ \(`total \+= x\[i\]`\)"),
 ])
 def test_block_sums_mistakes_are_named(kernel, cause):
     with pytest.raises(CheckFailed, match=cause) as failed:
@@ -559,7 +559,7 @@ def test_payoffs(capsys):
 
 
 def test_payoffs_in_float64_name_the_line():
-    with pytest.raises(CheckFailed, match=r"float64 values were stored into a float32 array at line \d+ \(`out\[0, i\] = "):
+    with pytest.raises(CheckFailed, match=r"float64 arithmetic at line \d+ \(`drift = "):
         ch5.check_payoffs(make_payoffs(float64=True))
 
 
@@ -612,3 +612,265 @@ def test_kahan(capsys):
 def test_kahan_mistakes_are_named(answer, cause):
     with pytest.raises(CheckFailed, match=cause):
         ch5.check_kahan(answer)
+
+
+# --- Right answers unlike the reference, and mistakes the values do not show (issue 28) ---------------------
+
+
+@cuda.jit
+def guarded_block_sums(x, partial):
+    """One element per thread (blocks rounded up, every load guarded), a tree from blockDim.x // 2 with a shift."""
+    cache = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    cache[t] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()
+    step = cuda.blockDim.x >> 1
+    while step:
+        if t < step:
+            cache[t] = cache[t] + cache[t + step]
+        cuda.syncthreads()
+        step >>= 1
+    if t == 0:
+        partial[cuda.blockIdx.x] = cache[0]
+
+
+def sum_by_rounds(x, result):
+    """A right 5.1 answer: launch after launch over the partial sums until one is left, written into result."""
+    while True:
+        blocks = (x.size + TPB - 1) // TPB
+        if blocks == 1:
+            guarded_block_sums[1, TPB](x, result)
+            return
+        partial = cuda.device_array(blocks, np.float32)
+        guarded_block_sums[blocks, TPB](x, partial)
+        x = partial
+
+
+@cuda.jit
+def float64_accumulator_sums(x, partial):
+    cache = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    total = 0.0  # a float64 accumulator: every addition in double precision
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        total += x[i]
+    cache[t] = float32(total)  # the cast hides it from the stores
+    cuda.syncthreads()
+    step = TPB // 2
+    while step > 0:
+        if t < step:
+            cache[t] += cache[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = cache[0]
+
+
+def test_gpu_sum_other_right_answer_and_float64_accumulator(capsys):
+    ch5.check_gpu_sum(sum_by_rounds)
+    assert "\u2705 Exercise 5.1" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"float64 arithmetic at line \d+ \(`total \+= x\[i\]`\)") as failed:
+        ch5.check_gpu_sum(lambda x, result: two_pass(x, result, kernel=float64_accumulator_sums))
+    assert len(str(failed.value).splitlines()) <= 5
+
+
+@cuda.jit
+def atomic_tree_kernel(x, total):
+    """One atomic per block after a tree in a shared array (the reference uses warp shuffles), loads by a while loop."""
+    tile = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    value = float32(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        value += x[i]
+        i += cuda.gridsize(1)
+    tile[t] = value
+    cuda.syncthreads()
+    step = TPB // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        cuda.atomic.add(total, 0, tile[0])
+
+
+def atomic_sum_zeroed_from_host(x, total):
+    total.copy_to_device(np.zeros(1, np.float32))  # zeroing with a copy from the host is right too
+    atomic_tree_kernel[min(1024, (x.size + TPB - 1) // TPB), TPB](x, total)
+
+
+@cuda.jit
+def atomic_float64_kernel(x, total):
+    tile = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    value = 0.0  # float64
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        value += x[i]
+    tile[t] = float32(value)
+    cuda.syncthreads()
+    step = TPB // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        cuda.atomic.add(total, 0, tile[0])
+
+
+def test_atomic_sum_zeroed_by_a_copy_is_traced_and_float64_is_named(capsys):
+    ch5.check_atomic_sum(atomic_sum_zeroed_from_host, atomic_tree_kernel)
+    out = capsys.readouterr().out
+    assert "\u2705 Exercise 5.3" in out and "atomic(s) for as many blocks" in out and "could not be traced" not in out
+    with pytest.raises(CheckFailed, match=r"float64 arithmetic at line \d+ \(`value \+= x\[i\]`\)"):
+        ch5.check_atomic_sum(launcher(atomic_float64_kernel), atomic_float64_kernel)
+
+
+@cuda.jit
+def payoffs_power_kernel(z, out, S, E, r, sigma, T):
+    """A right 5.4 answer: sigma ** 2 (float32 ** int is float32 in a kernel), a grid-stride loop, a helper."""
+    for i in range(cuda.grid(1), z.size, cuda.gridsize(1)):
+        final = S * math.exp((r - float32(0.5) * sigma ** 2) * T + sigma * math.sqrt(T) * z[i])
+        discount = math.exp(-r * T)
+        out[0, i] = discount * max(final - E, float32(0))
+        out[1, i] = discount * max(E - final, float32(0))
+
+
+@cuda.jit
+def payoffs_cast_kernel(z, out, S, E, r, sigma, T):
+    i = cuda.grid(1)
+    if i < z.size:
+        final = S * math.exp((r - float32(0.5) * sigma * sigma) * T + sigma * math.sqrt(T) * z[i])
+        out[0, i] = float32(math.exp(-r * T) * max(final - E, 0.0))  # float64 arithmetic, then a cast
+        out[1, i] = float32(math.exp(-r * T) * max(E - final, 0.0))
+
+
+@cuda.jit
+def payoffs_half_kernel(z, out, S, E, r, sigma, T):
+    i = cuda.grid(1)
+    if i < z.size:
+        drift = (r - sigma * sigma / 2) * T
+        final = S * math.exp(drift + sigma * math.sqrt(T) * z[i])
+        out[0, i] = math.exp(-r * T) * max(final - E, float32(0))
+        out[1, i] = math.exp(-r * T) * max(E - final, float32(0))
+
+
+def test_payoffs_other_right_answer_and_hidden_float64(capsys):
+    ch5.check_payoffs(lambda z, out, *p: payoffs_power_kernel[7, 64](z, out, *p))
+    assert "computed in float32" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"float64 arithmetic at line \d+ \(`out\[0, i\] = float32\(math.exp"):
+        ch5.check_payoffs(lambda z, out, *p: payoffs_cast_kernel[math.ceil(z.size / TPB), TPB](z, out, *p))
+    with pytest.raises(CheckFailed, match=r"float64 arithmetic at line \d+ \(`drift = \(r - sigma \* sigma / 2\) \* T`\)") as failed:
+        ch5.check_payoffs(lambda z, out, *p: payoffs_half_kernel[math.ceil(z.size / TPB), TPB](z, out, *p))
+    assert "out[0, i] =" not in str(failed.value)
+    with pytest.raises(CheckFailed, match="never written"):  # blocks rounded down: the last paths have no thread
+        ch5.check_payoffs(lambda z, out, *p: payoffs_half_kernel[z.size // TPB, TPB](z, out, *p))
+
+
+def kahan_by_index(x):
+    """A right 5.5 answer: an index loop, float32 casts at each step."""
+    total, c, i = np.float32(0.0), np.float32(0.0), 0
+    while i < len(x):
+        y = np.float32(x[i]) - c
+        t = np.float32(total + y)
+        c = np.float32(np.float32(t - total) - y)
+        total = t
+        i += 1
+    return total
+
+
+def test_kahan_other_right_answer(capsys):
+    ch5.check_kahan(kahan_by_index)
+    assert "\u2705 Exercise 5.5" in capsys.readouterr().out
+
+
+@cuda.jit
+def block_sums_by_helper_kernel(x, partial):
+    """A right 5.2 answer: the grid-stride loop in a device function, the tree as a for loop over levels."""
+    tile = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    tile[t] = strided_total(x)
+    cuda.syncthreads()
+    levels = 0
+    while (1 << levels) < cuda.blockDim.x:
+        levels += 1
+    for level in range(levels - 1, -1, -1):
+        step = 1 << level
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+    if t == 0:
+        partial[cuda.blockIdx.x] = tile[0]
+
+
+@cuda.jit(device=True)
+def strided_total(x):
+    total = float32(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        total += x[i]
+        i += cuda.gridsize(1)
+    return total
+
+
+def test_block_sums_other_right_answer(capsys):
+    ch5.check_block_sums(lambda x, partial, threads: block_sums_by_helper_kernel[partial.size, threads, 0, 4 * threads](x, partial))
+    assert "\u2705 Exercise 5.2" in capsys.readouterr().out
+
+
+@cuda.jit
+def numba_typed_float32(x, out):
+    """Arithmetic that a compiled kernel keeps in float32: powers by an int, casts of constant expressions, float32 helpers."""
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        out[i] = v ** 2 + pow(v, 3) * np.float32(np.sqrt(2.0)) + float32(2 * math.pi) * max(v, float32(0)) + float32(0.5) ** 2
+
+
+@cuda.jit
+def numba_typed_float64(x, out, which):
+    """Arithmetic that a compiled kernel does in float64, each hidden from the stores by a cast."""
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        if which == 0:
+            out[i] = float32(max(v, 0.0))  # max(float32, float64) is float64
+        elif which == 1:
+            out[i] = float32(v * 0.5)
+        elif which == 2:
+            out[i] = float32(v / 2)  # float32 / int64 is float64
+        else:
+            out[i] = float32(v * i)  # float32 * int64 (an index) is float64
+
+
+def test_the_trace_types_arithmetic_as_numba_does():
+    from gpucourse.checks import trace
+
+    arguments = [("traced", "x", np.arange(40, dtype=np.float32) - 20), ("traced", "out", np.zeros(40, np.float32))]
+    kept = trace.traced_run(lambda x, out: numba_typed_float32[2, 32](x, out), arguments)
+    assert not kept.float64_origins and not kept.float64_stores
+    first = numba_typed_float64.py_func.__code__.co_firstlineno  # the decorator's line
+    for which in range(4):
+        widened = trace.traced_run(lambda x, out, w=which: numba_typed_float64[2, 32](x, out, w), arguments)
+        assert [line for _, line in widened.float64_origins] == [first + 7 + 2 * which]
+
+
+@cuda.jit
+def loop_index_float64(x, out):
+    """float32 * a loop index: the index is an int64, so the product is float64."""
+    i = cuda.grid(1)
+    if i < x.size:
+        total = float32(0)
+        for k in range(3):
+            total += x[i] * k
+        out[i] = float32(total)
+
+
+def test_a_loop_index_is_an_int64_in_the_trace():
+    from gpucourse.checks import trace
+
+    arguments = [("traced", "x", np.ones(40, np.float32)), ("traced", "out", np.zeros(40, np.float32))]
+    widened = trace.traced_run(lambda x, out: loop_index_float64[2, 32](x, out), arguments)
+    assert widened.float64_origins[0][1] == loop_index_float64.py_func.__code__.co_firstlineno + 7  # total += x[i] * k

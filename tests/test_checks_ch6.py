@@ -17,7 +17,6 @@ from gpucourse.kernels import stencil
 
 def test_sixth_order():
     ch6.check_sixth_order(lambda: fd.central_coefficients(3))
-    ch6.check_sixth_order(lambda: ("3/4", "-3/20", "1/60"))
     with pytest.raises(CheckFailed, match="twice"):
         ch6.check_sixth_order(lambda: 2 * fd.central_coefficients(3))
     with pytest.raises(CheckFailed, match="wrong sign"):
@@ -298,3 +297,285 @@ def test_jacobi_sweep(capsys):
     assert "simulator" not in str(failed.value) and "__setitem__" not in str(failed.value)  # the student's line, not the simulator's
     with pytest.raises(CheckFailed, match="reads of a are not coalesced"):
         ch6.check_jacobi_sweep(swapped_sweep)
+
+
+# --- Right answers unlike the reference, and mistakes the values do not show (issue 28) ---------------------
+
+
+def sixth_order_by_inverse():
+    """A right 6.1 answer: the same Taylor system, solved by the inverse matrix."""
+    powers = np.array([[m ** p for m in (1, 2, 3)] for p in (1, 3, 5)], dtype=np.float64)
+    return np.linalg.inv(powers) @ np.array([0.5, 0.0, 0.0])
+
+
+def sixth_order_written_in():
+    return [3 / 4, -3 / 20, 1 / 60]
+
+
+def sixth_order_in_float32():
+    powers = np.array([[m ** p for m in (1, 2, 3)] for p in (1, 3, 5)], dtype=np.float32)
+    return np.linalg.solve(powers, np.array([0.5, 0.0, 0.0], np.float32))
+
+
+def test_sixth_order_solved_copied_and_float32(capsys):
+    ch6.check_sixth_order(sixth_order_by_inverse)
+    assert "\u2705 Exercise 6.1" in capsys.readouterr().out
+    for copied in (sixth_order_written_in, lambda: ("3/4", "-3/20", "1/60")):
+        with pytest.raises(CheckFailed, match="weights written into its code"):
+            ch6.check_sixth_order(copied)
+    with pytest.raises(CheckFailed, match="right to about 7 digits only.*solve in float64") as failed:
+        ch6.check_sixth_order(sixth_order_in_float32)
+    assert "yours: 1)" not in str(failed.value)
+
+
+@cuda.jit
+def z_point_kernel(f, df, a, b, c, d):
+    """A right 6.2 answer: one thread per point of a 3D grid, neighbours by a remainder."""
+    i, j, k = cuda.grid(3)
+    nz, ny, nx = f.shape
+    if i < nx and j < ny and k < nz:
+        df[k, j, i] = (a * (f[(k + 1) % nz, j, i] - f[(k - 1) % nz, j, i]) + b * (f[(k + 2) % nz, j, i] - f[(k - 2) % nz, j, i])
+                       + c * (f[(k + 3) % nz, j, i] - f[(k - 3) % nz, j, i]) + d * (f[(k + 4) % nz, j, i] - f[(k - 4) % nz, j, i]))
+
+
+def z_points(f, df, coefficients):
+    nz, ny, nx = f.shape
+    z_point_kernel[(math.ceil(nx / 16), math.ceil(ny / 4), math.ceil(nz / 2)), (16, 4, 2)](f, df, *coefficients)
+
+
+def z_grid_from_ny(f, df, coefficients):
+    """A mistake: the grid's x counted from ny, its y from nx (right whenever the shape is near a cube)."""
+    nz, ny, nx = f.shape
+    z_column_kernel[(math.ceil(ny / 8), math.ceil(nx / 4)), (8, 4)](f, df, *coefficients, 0, True)
+
+
+def test_z_derivative_other_right_answer_and_grid_from_the_wrong_axis():
+    ch6.check_z_derivative(z_points)
+    with pytest.raises(CheckFailed, match=r"never written.*size the grid's x from nx"):
+        ch6.check_z_derivative(z_grid_from_ny)
+
+
+def roomy_tile(shape, itemsize, device):
+    """A right 6.3 answer: the shortest divisor of ny of at least 8 points that fits, two points per thread."""
+    nz, ny, nx = shape
+    pencils = device.warp_size if nx >= device.warp_size else nx
+    fits = [n for n in range(2, ny + 1) if ny % n == 0 and (n + 8) * pencils * itemsize <= device.max_shared_per_block]
+    length = next((n for n in fits if n >= 8), fits[-1])
+    return (length, pencils, max(1, length // 2))
+
+
+def test_choose_y_tile_other_right_answer(capsys):
+    ch6.check_choose_y_tile(roomy_tile)
+    assert "\u2705 Exercise 6.3" in capsys.readouterr().out
+
+
+H = 2  # the halo of two steps
+TBX, TBY = 16, 8
+HEAT_TILE = (TBY + 2 * H, TBX + 2 * H)
+
+
+@cuda.jit
+def heat_tile_kernel(u, u_new, d, four):
+    """A right 6.4 answer: a tile with a two-point halo and a second static shared array for the first step."""
+    tile = cuda.shared.array(HEAT_TILE, float32)
+    first = cuda.shared.array(HEAT_TILE, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ny, nx = u.shape
+    x0, y0 = cuda.blockIdx.x * TBX - H, cuda.blockIdx.y * TBY - H
+    for r in range(ty, TBY + 2 * H, TBY):
+        for c in range(tx, TBX + 2 * H, TBX):
+            y, x = min(max(y0 + r, 0), ny - 1), min(max(x0 + c, 0), nx - 1)
+            tile[r, c] = u[y, x]
+    cuda.syncthreads()
+    for r in range(ty, TBY + 2 * H, TBY):
+        for c in range(tx, TBX + 2 * H, TBX):
+            y, x = y0 + r, x0 + c
+            value = tile[r, c]
+            if 0 < r < TBY + 2 * H - 1 and 0 < c < TBX + 2 * H - 1 and 0 < y < ny - 1 and 0 < x < nx - 1:
+                value = value + d * ((((tile[r - 1, c] + tile[r, c - 1]) + tile[r, c + 1]) + tile[r + 1, c]) - four * value)
+            first[r, c] = value
+    cuda.syncthreads()
+    r, c = ty + H, tx + H
+    j, i = y0 + r, x0 + c
+    if j < ny and i < nx:
+        value = first[r, c]
+        if 0 < i < nx - 1 and 0 < j < ny - 1:
+            value = value + d * ((((first[r - 1, c] + first[r, c - 1]) + first[r, c + 1]) + first[r + 1, c]) - four * value)
+        u_new[j, i] = value
+
+
+def heat_by_tile(u, u_new, d):
+    ny, nx = u.shape
+    heat_tile_kernel[(math.ceil(nx / TBX), math.ceil(ny / TBY)), (TBX, TBY)](u, u_new, np.float32(d), np.float32(4))
+
+
+@cuda.jit
+def heat_step_kernel(u, u_new, d, four):
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    if i < nx and j < ny:
+        x = u[j, i]
+        if 0 < i < nx - 1 and 0 < j < ny - 1:
+            x = x + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * x)
+        u_new[j, i] = x
+
+
+def heat_two_launches(u, u_new, d):
+    ny, nx = u.shape
+    middle = cuda.device_array_like(u_new)
+    blocks = (math.ceil(nx / 8), math.ceil(ny / 8))
+    heat_step_kernel[blocks, (8, 8)](u, middle, np.float32(d), np.float32(4))
+    heat_step_kernel[blocks, (8, 8)](middle, u_new, np.float32(d), np.float32(4))
+
+
+@cuda.jit
+def heat_through_u_new(u, u_new, d, four):
+    """A mistake: the first step goes to u_new, and the second reads its neighbours there, which other blocks write."""
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    inside = 0 < i < nx - 1 and 0 < j < ny - 1
+    if i < nx and j < ny:
+        x = u[j, i]
+        if inside:
+            x = x + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * x)
+        u_new[j, i] = x
+    cuda.syncthreads()
+    if i < nx and j < ny and inside:
+        y = u_new[j, i] + d * ((((u_new[j - 1, i] + u_new[j, i - 1]) + u_new[j, i + 1]) + u_new[j + 1, i]) - four * u_new[j, i])
+    cuda.syncthreads()
+    if i < nx and j < ny and inside:
+        u_new[j, i] = y
+
+
+def test_two_heat_steps_tile_route_one_launch_and_blocks(capsys):
+    ch6.check_two_heat_steps(heat_by_tile)  # two static shared arrays, each its own
+    assert "\u2705 Exercise 6.4" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="launches 2 kernels.*single launch"):
+        ch6.check_two_heat_steps(heat_two_launches)
+    with pytest.raises(CheckFailed, match=r"block .* writes u_new\[.*\] at line \d+ .* and block .* reads it .* same launch") as failed:
+        ch6.check_two_heat_steps(lambda u, u_new, d: heat_through_u_new[(math.ceil(u.shape[1] / 8), math.ceil(u.shape[0] / 8)), (8, 8)](
+            u, u_new, np.float32(d), np.float32(4)))
+    assert "never written" not in str(failed.value) and "tid" not in str(failed.value)
+
+
+def stretched_by_loops(n, alpha):
+    """A right 6.5 answer: point by point, the weights as fractions."""
+    weights = [float(c) for c in fd.exact_central_coefficients(4)]
+    out = np.empty((4, n), np.float32)
+    for i in range(n):
+        stretch = (1 - alpha / 2) / (1 - alpha * math.sin(2 * math.pi * i / n) ** 2)
+        for m in range(4):
+            out[m, i] = weights[m] * n * stretch
+    return out
+
+
+def test_stretched_coefficients_other_right_answer(capsys):
+    ch6.check_stretched_coefficients(stretched_by_loops)
+    assert "\u2705 Exercise 6.5" in capsys.readouterr().out
+
+
+@cuda.jit
+def jacobi_flat_tile(a, a_new, edge, corner):
+    """A right 6.6 answer: the tile loaded by a flat loop over its points in steps of the block's thread count."""
+    t = cuda.shared.array(TILE, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ny, nx = a.shape
+    x0 = cuda.blockIdx.x * BX - 1
+    y0 = cuda.blockIdx.y * BY - 1
+    for k in range(ty * BX + tx, (BY + 2) * (BX + 2), BX * BY):
+        r, c = k // (BX + 2), k % (BX + 2)
+        if 0 <= y0 + r < ny and 0 <= x0 + c < nx:
+            t[r, c] = a[y0 + r, x0 + c]
+    cuda.syncthreads()
+    i, j = x0 + 1 + tx, y0 + 1 + ty
+    if 0 < i < nx - 1 and 0 < j < ny - 1:
+        r, c = ty + 1, tx + 1
+        a_new[j, i] = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
+                       + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
+
+
+@cuda.jit
+def jacobi_tile_16(a, a_new, edge, corner):
+    """A mistake: blocks of 16 x 16 where the exercise asks for 32 x 8."""
+    t = cuda.shared.array((18, 18), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ny, nx = a.shape
+    x0 = cuda.blockIdx.x * 16 - 1
+    y0 = cuda.blockIdx.y * 16 - 1
+    for r in range(ty, 18, 16):
+        for c in range(tx, 18, 16):
+            if 0 <= y0 + r < ny and 0 <= x0 + c < nx:
+                t[r, c] = a[y0 + r, x0 + c]
+    cuda.syncthreads()
+    i, j = x0 + 1 + tx, y0 + 1 + ty
+    if 0 < i < nx - 1 and 0 < j < ny - 1:
+        r, c = ty + 1, tx + 1
+        a_new[j, i] = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
+                       + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
+
+
+@cuda.jit
+def jacobi_writes_boundary(a, a_new, edge, corner):
+    """A mistake: every point of the mesh is swept, the boundary rows and columns too (their missing neighbours as 0)."""
+    t = cuda.shared.array(TILE, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    ny, nx = a.shape
+    x0 = cuda.blockIdx.x * BX - 1
+    y0 = cuda.blockIdx.y * BY - 1
+    for r in range(ty, BY + 2, BY):
+        for c in range(tx, BX + 2, BX):
+            inside = 0 <= y0 + r < ny and 0 <= x0 + c < nx
+            t[r, c] = a[y0 + r, x0 + c] if inside else float32(0)
+    cuda.syncthreads()
+    i, j = x0 + 1 + tx, y0 + 1 + ty
+    if i < nx and j < ny:
+        r, c = ty + 1, tx + 1
+        a_new[j, i] = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
+                       + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
+
+
+def launch_sweep(kernel, block):
+    def jacobi_sweep(a, a_new):
+        ny, nx = a.shape
+        kernel[(math.ceil(nx / block[0]), math.ceil(ny / block[1])), block](a, a_new, *WEIGHTS32)
+    return jacobi_sweep
+
+
+def test_jacobi_sweep_other_right_answer_block_shape_and_boundary(capsys):
+    ch6.check_jacobi_sweep(launch_sweep(jacobi_flat_tile, (BX, BY)))
+    assert "\u2705 Exercise 6.6" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="blocks of 16 x 16 threads; the exercise asks for BX x BY = 32 x 8"):
+        ch6.check_jacobi_sweep(launch_sweep(jacobi_tile_16, (16, 16)))
+    with pytest.raises(CheckFailed, match="boundary points changed") as failed:
+        ch6.check_jacobi_sweep(launch_sweep(jacobi_writes_boundary, (BX, BY)))
+    assert "halo" not in str(failed.value)
+
+
+@cuda.jit
+def heat_without_barrier(u, u_new, d, four):
+    """A mistake: the second step reads the neighbours' first step from u_new with no barrier after writing it."""
+    i, j = cuda.grid(2)
+    ny, nx = u.shape
+    inside = 0 < i < nx - 1 and 0 < j < ny - 1
+    y = float32(0)
+    if i < nx and j < ny:
+        x = u[j, i]
+        if inside:
+            x = x + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * x)
+        u_new[j, i] = x
+        if inside:
+            y = x + d * ((((u_new[j - 1, i] + u_new[j, i - 1]) + u_new[j, i + 1]) + u_new[j + 1, i]) - four * x)
+    cuda.syncthreads()
+    if i < nx and j < ny and inside:
+        u_new[j, i] = y
+
+
+def test_two_heat_steps_race_inside_a_block_is_named():
+    def heat(u, u_new, d):
+        ny, nx = u.shape
+        heat_without_barrier[(math.ceil(nx / 16), math.ceil(ny / 16)), (16, 16)](u, u_new, np.float32(d), np.float32(4))
+
+    with pytest.raises(CheckFailed, match=r"reads u_new\[.*\] at line \d+ .*, which thread .* of the same block writes .* no "
+                                          r"cuda.syncthreads\(\) between them") as failed:
+        ch6.check_two_heat_steps(heat)
+    assert len(str(failed.value).splitlines()) <= 5

@@ -88,6 +88,15 @@ def ik_kernel_float64(spectrum, out, k_unit, norm, nyquist, sign, real_factor):
         out[r, i] = spectrum[r, i] * complex(0.0, k * norm)
 
 
+@cuda.jit
+def ik_kernel_complex128_cast(spectrum, out, k_unit, norm, nyquist, sign, real_factor):
+    i, r = cuda.grid(2)
+    rows, m = spectrum.shape
+    if i < m and r < rows:
+        k = k_unit * np.float32(i) if i != nyquist else np.float32(0)
+        out[r, i] = np.complex64(spectrum[r, i] * 1j * k * norm)  # the cast the exercise prescribes, around complex128 arithmetic
+
+
 def derivative_launcher(mistake=None):
     def derivative_spectrum(spectrum, out, n, length):
         rows, m = spectrum.shape
@@ -101,7 +110,8 @@ def derivative_launcher(mistake=None):
         if mistake == "half of 1 / n":
             norm = np.float32(0.5 / n)
         sign = np.float32(-1.0 if mistake == "sign" else 1.0)
-        kernel = {"rows fastest": ik_kernel_rows_fastest, "float64": ik_kernel_float64}.get(mistake, ik_kernel)
+        kernel = {"rows fastest": ik_kernel_rows_fastest, "float64": ik_kernel_float64,
+                  "complex128 in the cast": ik_kernel_complex128_cast}.get(mistake, ik_kernel)
         # blocks of 32 x 8, as the check's reference: 16-wide blocks read half rows of 128 bytes, at half its speed on an H200
         blocks = (1, 1) if mistake == "one block" else (math.ceil(m / 32), math.ceil(rows / 8))
         if mistake == "rows fastest":
@@ -121,7 +131,9 @@ def derivative_launcher(mistake=None):
     ("real factor", "multiply by i k"),
     ("one block", "never written"),
     ("rows fastest", r"reads of spectrum are not coalesced.*walk the columns"),
-    ("float64", r"complex128 values were stored into a complex64 array at line \d+ \(`out\[r, i\] = spectrum\[r, i\] \* complex"),
+    ("float64", r"float64 arithmetic at line \d+ \(`k = k_unit \* i if i != nyquist else 0.0"),
+    ("complex128 in the cast",
+     r"float64 arithmetic at line \d+ \(`out\[r, i\] = np.complex64\(spectrum\[r, i\] \* 1j \* k \* norm\).*Python complex such as 1j"),
 ])
 def test_derivative_spectrum_mistakes(mistake, message):
     with pytest.raises(CheckFailed, match=message):
@@ -145,8 +157,8 @@ def divide_kernel(spectrum, out, kx_unit, ky_unit, scale, wrap_rows, zero_mode):
     ny, m = spectrum.shape
     if i < m and j < ny:
         row = j - ny if wrap_rows and 2 * j > ny else j
-        kx = kx_unit * i
-        ky = ky_unit * row
+        kx = kx_unit * np.float32(i)
+        ky = ky_unit * np.float32(row)
         k2 = kx * kx + ky * ky
         if zero_mode and i == 0 and j == 0:
             out[j, i] = 0
@@ -163,8 +175,10 @@ def poisson_launcher(mistake=None):
             scale = 1.0 / nx
         if mistake == "sign":
             scale = -scale
+        single = float if mistake == "float64 scalars" else np.float32
         divide_kernel[(math.ceil(m / 8), math.ceil(ny / 8)), (8, 8)](
-            spectrum, out, 2 * np.pi / length_x, 2 * np.pi / length_y, scale, mistake != "no negative rows", mistake != "no zero mode")
+            spectrum, out, single(2 * np.pi / length_x), single(2 * np.pi / length_y), single(scale), mistake != "no negative rows",
+            mistake != "no zero mode")
     return poisson_divide
 
 
@@ -175,6 +189,7 @@ def poisson_launcher(mistake=None):
     ("1 / nx only", r"times the expected ones: divide by \(kx\^2 \+ ky\^2\) and by nx \* ny"),
     ("sign", "sign is wrong"),
     ("swapped lengths", "lengths are swapped"),
+    ("float64 scalars", r"float64 arithmetic at line \d+ \(`kx = kx_unit \* np.float32\(i\)`\)"),
 ])
 def test_poisson_divide_mistakes(mistake, message):
     with pytest.raises(CheckFailed, match=message):
@@ -185,11 +200,71 @@ def test_poisson_divide_right_answer():
     ch7.check_poisson_divide(poisson_launcher())
 
 
+@cuda.jit
+def divide_rows_kernel(spectrum, out, kx_unit, ky_unit, scale, half):
+    """A right 7.3 answer: 16 x 16 blocks, the row's wave number from a comparison with ny // 2, a multiplication by 1 / k2."""
+    i, j = cuda.grid(2)
+    ny, m = spectrum.shape
+    if j < ny and i < m:
+        row = j if j <= half else j - ny
+        kx, ky = kx_unit * np.float32(i), ky_unit * np.float32(row)
+        k2 = kx * kx + ky * ky
+        out[j, i] = spectrum[j, i] * (-scale / k2) if k2 > np.float32(0) else np.complex64(0)
+
+
+@cuda.jit
+def divide_rows_wrong_half(spectrum, out, kx_unit, ky_unit, scale, half):
+    """A mistake only an odd number of rows shows: row ny // 2 taken as negative."""
+    i, j = cuda.grid(2)
+    ny, m = spectrum.shape
+    if j < ny and i < m:
+        row = j if j < half else j - ny
+        kx, ky = kx_unit * np.float32(i), ky_unit * np.float32(row)
+        k2 = kx * kx + ky * ky
+        out[j, i] = spectrum[j, i] * (-scale / k2) if k2 > np.float32(0) else np.complex64(0)
+
+
+@cuda.jit
+def divide_rows_across(spectrum, out, kx_unit, ky_unit, scale, half):
+    """A mistake: x, the fastest thread index, walks the rows, so a warp reads down a column."""
+    j, i = cuda.grid(2)
+    ny, m = spectrum.shape
+    if j < ny and i < m:
+        row = j if j <= half else j - ny
+        kx, ky = kx_unit * np.float32(i), ky_unit * np.float32(row)
+        k2 = kx * kx + ky * ky
+        out[j, i] = spectrum[j, i] * (-scale / k2) if k2 > np.float32(0) else np.complex64(0)
+
+
+def rows_launcher(kernel, across=False):
+    def poisson_divide(spectrum, out, nx, lengths):
+        ny, m = spectrum.shape
+        blocks = (math.ceil(ny / 16), math.ceil(m / 16)) if across else (math.ceil(m / 16), math.ceil(ny / 16))
+        kernel[blocks, (16, 16)](spectrum, out, np.float32(2 * np.pi / lengths[0]), np.float32(2 * np.pi / lengths[1]),
+                                 np.float32(1 / (nx * ny)), ny // 2)
+    return poisson_divide
+
+
+def test_poisson_divide_other_right_answer_odd_rows_and_coalescing(capsys):
+    ch7.check_poisson_divide(rows_launcher(divide_rows_kernel))
+    assert "✅ Exercise 7.3" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"\d*[13579] x \d+ mesh: only row \d+ is wrong: with an odd ny"):
+        ch7.check_poisson_divide(rows_launcher(divide_rows_wrong_half))
+    with pytest.raises(CheckFailed, match="reads of spectrum are not coalesced.*walk the columns"):
+        ch7.check_poisson_divide(rows_launcher(divide_rows_across, across=True))
+
+
 # --- 7.4 -----------------------------------------------------------------------------------------
 
 
 def test_expected_streamed_time():
     ch7.check_expected_streamed_time(lambda io, single: max(single - io, 2 * io / 3))
+    ch7.check_expected_streamed_time(lambda io, single: single - io if single - io > io / 1.5 else io / 1.5)  # another right form
+    with pytest.raises(CheckFailed, match="floor division") as failed:
+        ch7.check_expected_streamed_time(lambda io, single: max(single - io, 2 * io // 3))
+    assert "larger" not in str(failed.value)
+    with pytest.raises(CheckFailed, match="compute alone"):
+        ch7.check_expected_streamed_time(lambda io, single: single - io)
     with pytest.raises(CheckFailed, match="2/3 of the I/O time"):
         ch7.check_expected_streamed_time(lambda io, single: max(single - io, io))
     with pytest.raises(CheckFailed, match="slowest part"):
@@ -200,3 +275,51 @@ def test_expected_streamed_time():
         ch7.check_expected_streamed_time(lambda io, single: max(single - io, io / 3))
     with pytest.raises(CheckFailed, match="single-stream time itself"):
         ch7.check_expected_streamed_time(lambda io, single: single)
+
+
+# --- Right answers unlike the reference (issue 28) ------------------------------------------------------------
+
+
+def fast_size_from_a_table(n):
+    """A right 7.1 answer: every 2^a 3^b 5^c 7^d up to a power of two at or above n, then the smallest at or above n."""
+    limit = 1 << max(0, (n - 1).bit_length())
+    sizes = {1}
+    for prime in (2, 3, 5, 7):
+        grown = set(sizes)
+        for size in sizes:
+            while size * prime <= limit:
+                size *= prime
+                grown.add(size)
+        sizes = grown
+    return min(size for size in sizes if size >= n)
+
+
+def test_next_fast_size_other_right_answer(capsys):
+    ch7.check_next_fast_size(fast_size_from_a_table)
+    assert "\u2705 Exercise 7.1" in capsys.readouterr().out
+
+
+@cuda.jit(device=True)
+def times_ik(value, k):
+    return np.complex64(complex(-value.imag * k, value.real * k))
+
+
+@cuda.jit
+def ik_rows_loop(spectrum, out, k_unit, norm, nyquist):
+    """A right 7.2 answer: a loop over the rows in steps of the grid, the multiplication in a device function."""
+    i, r0 = cuda.grid(2)
+    rows, m = spectrum.shape
+    if i < m:
+        k = np.float32(0) if i == nyquist else k_unit * np.float32(i) * norm
+        for r in range(r0, rows, cuda.gridsize(2)[1]):
+            out[r, i] = times_ik(spectrum[r, i], k)
+
+
+def test_derivative_spectrum_other_right_answer(capsys):
+    def derivative_spectrum(spectrum, out, n, length):
+        rows, m = spectrum.shape
+        blocks = (math.ceil(m / 32), min(64, math.ceil(rows / 8)))  # fewer rows of blocks than rows: the loop does the rest
+        ik_rows_loop[blocks, (32, 4)](spectrum, out, np.float32(2 * np.pi / length), np.float32(1 / n), n // 2 if n % 2 == 0 else -1)
+
+    ch7.check_derivative_spectrum(derivative_spectrum)
+    assert "\u2705 Exercise 7.2" in capsys.readouterr().out

@@ -37,7 +37,7 @@ from .evidence import coalescing_problems, float64_problems, racecheck_problems,
 from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2
-from .trace import atomics_per_launch, divergent_warp_levels, shared_passes_per_request
+from .trace import atomics_per_launch, divergent_warp_levels, is_shared, shared_passes_per_request
 
 #: Block sizes a student's launch might have used, for recognising a lost tail.
 BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -138,6 +138,7 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
                     f"into whole blocks of {block}, and what does not fill a block is lost. Round the number of blocks up (and guard "
                     "each load with `if i < x.size`), or loop over the elements with a grid-stride loop."]
     fail(problems[:1], "Exercise 5.1")
+    fail(float64_problems(trace), "Exercise 5.1")
     passed(f"Exercise 5.1: gpu_sum is exact for n = {', '.join(str(n) for n in sizes)} (including sizes that are not multiples of a "
            f"block), with no race in a traced run{note}.")
 
@@ -196,7 +197,7 @@ def _tree_pattern_problems(trace) -> list[str]:
                                    "i = cuda.grid(1), then i += cuda.gridsize(1).")
     if problems:
         return problems
-    if "shared" not in trace.shapes:
+    if not any(is_shared(name) for name in trace.shapes):
         return ["the kernel uses no shared memory: the exercise asks for a tree in a shared array, one value per thread, "
                 "where half the threads add the other half's values at each level."]
     divergent, levels = divergent_warp_levels(trace)
@@ -332,6 +333,7 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
     if trace is not None:
         problems = _atomic_count_problems(trace) + problems
     fail(problems[:1], "Exercise 5.3")
+    fail(float64_problems(trace), "Exercise 5.3")
     slow, speed = _atomic_sum_speed(atomic_sum)
     fail(slow, "Exercise 5.3")
     atomics = f", {atomics_per_launch(trace, 'total')[-1][0]} atomic(s) for as many blocks in a traced run" if trace else ""
@@ -367,7 +369,7 @@ def _payoffs(z: np.ndarray, option: EuropeanOption, drift: float, volatility: fl
 def check_payoffs(payoffs: Callable[..., object]) -> None:
     """Exercise 5.4: `payoffs(z, out, S, E, r, sigma, T)` writes the discounted call (out[0, i]) and put (out[1, i]) payoffs of path i."""
     option = EXERCISE_OPTION
-    n = problem_size("ch5_exercise_paths")
+    n = problem_size("ch5_exercise_paths") + 37  # a multiple of no block size: blocks rounded down leave paths unwritten
     z = np.random.default_rng(54).standard_normal(n).astype(np.float32)
     call, put = payoffs_reference(z, option)
     want = np.stack([call, put]).astype(np.float32)

@@ -9,6 +9,7 @@ timing, compute-sanitizer) is said to be judged there.
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 
@@ -40,7 +41,8 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
     except ReplayError as exc:
         return None, f" (its memory accesses could not be traced: {exc})"
     except Exception as exc:  # noqa: BLE001 - the run on small data failed: the values already tell what is wrong
-        return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {str(exc)[:200]})"
+        text = re.sub(r"tid=\[[^\]]*\] ctaid=\[[^\]]*\]:\s*", "", str(exc))  # the simulator's thread words
+        return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {text[:200]})"
 
 
 def hazard(trace: Trace | None, unwritten_hint: str = "") -> str | None:

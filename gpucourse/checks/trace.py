@@ -6,11 +6,17 @@ In the simulator every CUDA thread is a Python thread, so a check can watch the 
 * every element access to the traced arrays and to shared memory, with the block, the thread, how
   many `cuda.syncthreads()` the thread had passed (its *barrier interval*) and the source line;
 * the launches made (kernel, grid, block);
-* float64 values stored into float32 arrays. The kernels are re-made with their number literals as
-  NumPy float64 / int64 scalars, so that Python's arithmetic promotes as Numba's does
-  (float32 * 2.0 and float32 * 2 are float64 in a compiled kernel; NumPy 2 would keep float32).
+* float64 values stored into float32 arrays, and the kernel lines that compute a float64 (a local
+  variable that becomes one, or a value cast down by float32(...) or np.complex64(...)), so that a
+  final cast does not hide double-precision arithmetic. The kernels are re-made with their number
+  literals as NumPy float64 / int64 scalars, so that Python's arithmetic promotes as Numba's does
+  (float32 * 2.0 and float32 * 2 are float64 in a compiled kernel; NumPy 2 would keep float32),
+  and with Numba's rules where NumPy's differ: float32 ** 2 and pow(float32, 2) stay float32,
+  max(float32, 0.0) is float64, and arithmetic between literals is a constant (Numba folds it).
 
-Shared memory is poisoned (NaN, or the integer minimum) at the start of every block. From a trace,
+Shared memory is poisoned (NaN, or the integer minimum) at the start of every block. Each static
+shared array is its own, per block, keyed by the line of the kernel that declares it, and named
+after its variable ("shared tile"; the simulator's own key, the caller's line, would be the trace's). From a trace,
 `sectors_per_request` counts the 32-byte sectors of each warp request (coalescing),
 `shared_passes_per_request` the bank passes, and `races` the shared-memory hazards: two threads
 touching one element in one barrier interval, one of them writing (what compute-sanitizer's
@@ -24,13 +30,16 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dis
 import importlib
 import json
 import linecache
 import marshal
 import math
+import operator
 import os
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -85,6 +94,8 @@ class Trace:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: (launch, block, thread) -> the (file, line) of each cuda.syncthreads() the thread reached, in order
     barriers: dict[tuple, list[tuple[str, int]]] = field(default_factory=dict)
+    #: (file, line) of kernel lines that computed a float64 (or complex128) value from float32 ones, then cast or kept
+    float64_origins: list[tuple[str, int]] = field(default_factory=list)
 
     def of(self, array: str) -> list[Access]:
         """The accesses to one array."""
@@ -100,6 +111,12 @@ class _AccessLog:
         self.launches: list[Launch] = []
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.barriers: dict[tuple, list[tuple[str, int]]] = defaultdict(list)
+        self.float64_origins: set[tuple[str, int]] = set()
+
+    def float64_made(self, where: tuple[str, int]) -> None:
+        """Note a kernel line that made a float64 value from narrower ones (a local, an argument or a cast's operand)."""
+        with self.lock:
+            self.float64_origins.add(where)
 
     def barrier(self, thread) -> None:
         """Note that a simulated thread reached a cuda.syncthreads()."""
@@ -141,8 +158,11 @@ class _AccessLog:
         return result
 
     def trace(self) -> Trace:
+        shared = [name for name in self.shapes if is_shared(name)]
+        if len(shared) == 1:  # the name earlier checks read the one shared array's shape under
+            self.shapes.setdefault("shared", self.shapes[shared[0]])
         return Trace(self.accesses(), list(self.launches), dict(self.float64_stores), sorted(self.float64_lines), dict(self.shapes),
-                     {key: list(lines) for key, lines in self.barriers.items()})
+                     {key: list(lines) for key, lines in self.barriers.items()}, sorted(self.float64_origins, key=lambda w: w[1]))
 
 
 #: Files whose frames are machinery, not the code checked: Numba's simulator, NumPy, this module.
@@ -184,10 +204,28 @@ def traced_device_array(host: np.ndarray, name: str):
     """A simulated device array over a copy of `host` whose element accesses are logged by `trace_accesses` (simulator only)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
+    class TracedDeviceArray(FakeCUDAArray):
+        """The simulator's device array, whose slices and views stay device arrays (copy_to_device on a slice, x[:n])."""
+
+        def __getitem__(self, index):
+            item = self._ary.__getitem__(index)
+            return TracedDeviceArray(item, stream=self.stream) if isinstance(item, np.ndarray) else item
+
     traced = np.array(host, copy=True).view(_Traced)
     traced._name = name
     traced._traced_shape = host.shape
-    return FakeCUDAArray(traced)
+    return TracedDeviceArray(traced)
+
+
+def is_shared(array: str) -> bool:
+    """Whether a traced array name is a shared array ("shared", or "shared <variable>" when a kernel declares several)."""
+    return array == "shared" or array.startswith("shared ")
+
+
+def _shared_name(where: tuple[str, int]) -> str:
+    """The variable a cuda.shared.array is assigned to at `where` (its source line), for messages."""
+    match = re.match(r"\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]", source_line(*where))
+    return match.group(1) if match else f"declared at line {where[1]}"
 
 
 def poison_fill(array: np.ndarray) -> None:
@@ -216,9 +254,30 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool 
     original_call = simulated.FakeCUDAKernel.__call__
     poisoned_for: dict[int, tuple] = {}
     poison_lock = threading.Lock()
+    shared_names: dict[tuple, str] = {}
 
     def traced_shared(self, shape, dtype, alignment=None):
-        array = original_array(self, shape, dtype, alignment)
+        where = _user_line(sys._getframe(1))
+        if isinstance(dtype, type) and issubclass(dtype, np.generic):  # np.float32 as well as Numba's float32
+            dtype = np.dtype(dtype)
+        if shape == 0:
+            array = original_array(self, shape, dtype, alignment)  # dynamic shared memory: one buffer for every declaration
+            key = ("dynamic",)
+        else:  # a static array is one per declaration in the kernel (the simulator's own key, the caller's line, would be this function)
+            from numba.core import types
+            from numba.np import numpy_support
+
+            key = where
+            block = tuple(getattr(threading.current_thread(), "blockIdx", ()))  # blocks that run at once have arrays of their own
+            with poison_lock:
+                array = self._allocations.get(("gpucourse", where, block))
+                if array is None:
+                    array = np.empty(shape, numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
+                    self._allocations[("gpucourse", where, block)] = array
+        with poison_lock:
+            if key not in shared_names:
+                shared_names[key] = _shared_name(where)
+            name = shared_names[key]
         thread = threading.current_thread()
         if poison_shared and hasattr(thread, "blockIdx"):
             with poison_lock:  # the first thread of each block to declare it poisons it (the simulator reuses one array)
@@ -230,7 +289,7 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool 
         if not shared:
             return array
         view = array.view(_Traced)
-        view._name = "shared"
+        view._name = f"shared {name}"
         view._traced_shape = array.shape
         return view
 
@@ -278,13 +337,16 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool 
             log.launches.append(Launch(getattr(self.fn, "__name__", "kernel"), tuple(grid), tuple(block)))
             poisoned_for.clear()  # a new launch allocates its shared arrays anew
             # Python numbers passed to a kernel are float64 and int64 there, as Numba types them
-            args = tuple(np.float64(a) if type(a) is float else np.int64(a) if type(a) is int else a for a in args)
+            args = tuple(_Given64(a) if type(a) is float or type(a) is np.float64 else np.int64(a) if type(a) is int else a for a in args)
         return original_call(self, *args)
 
     from ..simulation import switching_often
 
     pacing = switching_often()
     pacing.__enter__()
+    thread_tracing = threading.gettrace()
+    if typed:
+        threading.settrace(_float64_watcher(log))
     _Traced._log = log
     kernelapi.FakeCUDAShared.array = traced_shared
     simulated.BlockThread.syncthreads = counted_sync
@@ -297,6 +359,7 @@ def trace_accesses(shared: bool = True, poison_shared: bool = True, typed: bool 
     try:
         yield log
     finally:
+        threading.settrace(thread_tracing)
         pacing.__exit__(None, None, None)
         _Traced._log = None
         kernelapi.FakeCUDAShared.array = original_array
@@ -346,7 +409,9 @@ def sectors_per_request(accesses: Sequence[Access], array: str, itemsize: int, w
 def shared_passes_per_request(accesses: Sequence[Access], itemsize: int = 4, write: bool = False) -> float:
     """Mean passes per warp request to shared memory: the most different 32-bit words that share one bank."""
     totals = []
-    for lanes in _warp_requests(accesses, "shared", write=write).values():
+    requests = [lanes for name in sorted({a.array for a in accesses if is_shared(a.array)})
+                for lanes in _warp_requests(accesses, name, write=write).values()]
+    for lanes in requests:
         per_bank: dict[int, set[int]] = defaultdict(set)
         for _, element in lanes:
             word = element * itemsize // 4
@@ -380,13 +445,13 @@ class Race:
     def describe(self, shape: tuple[int, ...] | None = None) -> str:
         """The race in words, naming both lines and where the barrier goes."""
         index = ", ".join(map(str, np.unravel_index(self.element, shape))) if shape else str(self.element)
+        array = f" `{self.first.array[7:]}`" if self.first.array.startswith("shared ") else ""
         verb = "writes" if self.second.write else "reads"
         w_line, o_line = self.first.where[1], self.second.where[1]
         w_text = source_line(*self.first.where)
         o_text = source_line(*self.second.where)
-        text = (f"thread {self.first.thread} writes shared element [{index}] at line {w_line} (`{w_text}`) and thread "
-                f"{self.second.thread} {verb} it at line {o_line} (`{o_text}`) with no cuda.syncthreads() between them "
-                f"({self.hazards} shared element(s) raced on in all). ")
+        text = (f"thread {self.first.thread} writes shared element{array} [{index}] at line {w_line} (`{w_text}`) and thread "
+                f"{self.second.thread} {verb} it at line {o_line} (`{o_text}`) with no cuda.syncthreads() between them. ")
         if o_line > w_line or not w_line:
             text += (f"A barrier is missing after line {w_line} and before line {o_line}: every thread must finish writing "
                      "the tile before any thread reads what another wrote.")
@@ -400,10 +465,10 @@ def races(accesses: Sequence[Access]) -> Race | None:
     """The first shared-memory race in a trace (None if every conflicting pair is separated by a barrier)."""
     groups: dict[tuple, list[Access]] = defaultdict(list)
     for access in accesses:
-        if access.array == "shared" and access.element >= 0:
-            groups[(access.launch, access.block, access.element, access.epoch)].append(access)
+        if is_shared(access.array) and access.element >= 0:
+            groups[(access.launch, access.block, access.array, access.element, access.epoch)].append(access)
     found: list[tuple[Access, Access, tuple, int]] = []
-    for (_, block, element, _), group in groups.items():
+    for (_, block, _, element, _), group in groups.items():
         writers = [a for a in group if a.write and not a.atomic]
         if not writers:
             continue
@@ -422,6 +487,8 @@ def races(accesses: Sequence[Access]) -> Race | None:
 def _index_text(array: str, element: int, shapes: dict[str, tuple[int, ...]]) -> str:
     shape = shapes.get(array)
     index = ", ".join(map(str, np.unravel_index(element, shape))) if shape and element >= 0 else str(element)
+    if array.startswith("shared "):
+        return f"{array[7:]}[{index}] (shared)"
     return f"{array}[{index}]"
 
 
@@ -466,13 +533,13 @@ def uninitialised_shared_read(trace: Trace) -> str | None:
     """Words for a read of a shared element that no thread of the block had written yet (None if there is none)."""
     written: set[tuple] = set()
     for access in trace.accesses:  # in the order they happened
-        if access.array != "shared" or access.element < 0:
+        if not is_shared(access.array) or access.element < 0:
             continue
-        key = (access.launch, access.block, access.element)
+        key = (access.launch, access.block, access.array, access.element)
         if access.write:
             written.add(key)
         elif key not in written:
-            return (f"thread {access.thread} of {_block_text(access.block)} reads {_index_text('shared', access.element, trace.shapes)} "
+            return (f"thread {access.thread} of {_block_text(access.block)} reads {_index_text(access.array, access.element, trace.shapes)} "
                     f"at {_line_text(access.where)} before any thread of the block wrote it: shared memory starts with whatever "
                     "was there before. Every slot the kernel reads must be written first, then a cuda.syncthreads().")
     return None
@@ -482,7 +549,7 @@ def block_race(trace: Trace) -> str | None:
     """Words for one element of a traced (global) array that two blocks of one launch touch, at least one writing without an atomic."""
     groups: dict[tuple, list[Access]] = defaultdict(list)
     for access in trace.accesses:
-        if access.array != "shared" and access.element >= 0:
+        if not is_shared(access.array) and access.element >= 0:
             groups[(access.launch, access.array, access.element)].append(access)
     for (_, array, element), group in sorted(groups.items(), key=lambda item: item[0]):
         plain_writes = [a for a in group if a.write and not a.atomic]
@@ -492,6 +559,11 @@ def block_race(trace: Trace) -> str | None:
         others = [a for a in group if a.block != write.block]  # never empty: the group spans two blocks at least
         other = others[0]
         name = _index_text(array, element, trace.shapes)
+        if not any(a.write for a in others):
+            return (f"{_block_text(write.block)} writes {name} at {_line_text(write.where)} and {_block_text(other.block)} reads it "
+                    f"at {_line_text(other.where)} in the same launch: blocks run in any order and never wait for each other, so "
+                    "the read may come before the write. A value another block computes is there only for the next launch: "
+                    "compute what you need in the block that reads it.")
         if all(a.atomic for a in others):
             return (f"{_block_text(write.block)} writes {name} at {_line_text(write.where)} while other blocks of the same launch "
                     f"add to it with atomics at {_line_text(other.where)}: blocks run in any order, at the same time, so the "
@@ -501,6 +573,19 @@ def block_race(trace: Trace) -> str | None:
         return (f"blocks update `{name}` without an atomic: {_block_text(blocks[0])} and {_block_text(blocks[1])} both read and "
                 f"write it at {_line_text(write.where)}. Blocks run at the same time, so two of them can read the same old value "
                 f"and one addition is lost. Use cuda.atomic.add({array}, {element}, value) for the update.")
+    return _thread_race(groups, trace)
+
+
+def _thread_race(groups: dict[tuple, list[Access]], trace: Trace) -> str | None:
+    """Words for a global element one thread writes and another thread of its block reads with no barrier between (None if none)."""
+    for (_, array, element), group in sorted(groups.items(), key=lambda item: item[0]):
+        for write in (a for a in group if a.write and not a.atomic):
+            other = next((a for a in group if not a.write and not a.atomic and a.block == write.block and a.thread != write.thread
+                          and a.epoch == write.epoch), None)
+            if other is not None:
+                return (f"thread {other.thread} reads {_index_text(array, element, trace.shapes)} at {_line_text(other.where)}, which "
+                        f"thread {write.thread} of the same block writes at {_line_text(write.where)}, with no cuda.syncthreads() "
+                        "between them: the read may come before the write.")
     return None
 
 
@@ -523,7 +608,7 @@ def divergent_warp_levels(trace: Trace) -> tuple[int, int]:
     active: dict[tuple, set[int]] = defaultdict(set)
     sizes: dict[tuple, int] = {}
     for access in trace.accesses:
-        if access.array != "shared" or not access.write or access.epoch == 0:
+        if not is_shared(access.array) or not access.write or access.epoch == 0:
             continue
         bx, by, bz = access.block_dim
         linear = access.thread[0] + bx * (access.thread[1] + by * access.thread[2])
@@ -606,6 +691,8 @@ class _Describer:
         record: dict = {"name": python.__name__, "kind": kind, "code": marshal.dumps(python.__code__) if self.portable else python.__code__}
         self.functions[key] = record
         record["defaults"] = [self.value(v, f"a default argument of {python.__name__}") for v in (python.__defaults__ or ())]
+        record["kwdefaults"] = {name: self.value(v, f"the default of {name!r} in {python.__name__}")
+                                for name, v in (python.__kwdefaults__ or {}).items()}
         record["closure"] = [self.value(cell.cell_contents, f"the variable {name!r} {python.__name__} uses from an enclosing function")
                              for name, cell in zip(python.__code__.co_freevars, python.__closure__ or ())]
         for name in sorted(_names(python.__code__)):
@@ -616,21 +703,227 @@ class _Describer:
         return key
 
 
+class _Given64(np.float64):
+    """A float64 the kernel was given (a Python float argument): converting it is no float64 arithmetic."""
+
+
+class _Constant64(np.float64):
+    """A float literal of a kernel, as Numba types it (float64); arithmetic between constants stays a constant (Numba folds it).
+
+    NumPy scalars defer to it (no __array_ufunc__), so that `2 * math.pi` is a constant too; with anything else the
+    result is NumPy's plain float64, as in a compiled kernel.
+    """
+
+    __array_ufunc__ = None
+    __hash__ = np.float64.__hash__
+
+
+class _ConstantInt(np.int64):
+    """An int literal of a kernel (int64, as Numba types it); only _Constant64 tells it apart from a computed int64."""
+
+
+class _ConstantComplex(np.complex128):
+    """A complex literal of a kernel (complex128): converting it is no complex128 arithmetic."""
+
+
+_QUIET = (_Given64, _Constant64, _ConstantComplex)
+
+
+def _constant_operation(name: str, reflected: bool):
+    def operation(self, other):
+        plain = np.float64(self)
+        if isinstance(other, np.ndarray):
+            return getattr(np.asarray(other), f"__{name}__")(plain) if reflected else getattr(plain, f"__{name}__")(other)
+        result = getattr(other, f"__{name}__")(plain) if reflected else getattr(plain, f"__{name}__")(other)
+        if result is NotImplemented:  # a Python int (a range() index) against a float: the float's side does it
+            result = getattr(plain, f"__r{name}__")(other) if reflected else getattr(other, f"__r{name}__")(plain)
+        if result is NotImplemented:
+            return NotImplemented
+        constant = isinstance(other, (_Constant64, _ConstantInt))
+        return _Constant64(result) if constant and isinstance(result, (np.floating, float)) else result
+
+    return operation
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    setattr(_Constant64, f"__{_name}__", _constant_operation(_name, False))
+    setattr(_Constant64, f"__r{_name}__", _constant_operation(_name, True))
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(_Constant64, f"__{_name}__", (lambda op: lambda self, other: getattr(np.float64(self), op)(other))(f"__{_name}__"))
+_Constant64.__neg__ = lambda self: _Constant64(-np.float64(self))
+_Constant64.__pos__ = lambda self: self
+_Constant64.__abs__ = lambda self: _Constant64(abs(np.float64(self)))
+
+
+class _IntExponent:
+    """An int literal used as a power's exponent: float32 ** int is float32 in a compiled kernel (NumPy would give float64)."""
+
+    __array_ufunc__ = None
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __rpow__(self, base):
+        if isinstance(base, (np.float32, np.float64, np.complex128)) or (isinstance(base, np.ndarray) and base.dtype.kind == "f"):
+            return base ** base.dtype.type(self.value)
+        if isinstance(base, np.complex64):
+            return np.complex128(base) ** self.value
+        if isinstance(base, (np.integer, int)):
+            return np.int64(base) ** np.int64(self.value) if self.value >= 0 else np.float64(base) ** self.value
+        return base ** self.value
+
+
 def _typed_constants(code: types.CodeType) -> types.CodeType:
-    """The same code with float, int and complex literals as numpy.float64, int64 and complex128 (Numba's literal types)."""
+    """The same code with float, int and complex literals as Numba types them (float64, int64, complex128; see _Constant64).
+
+    An int literal that is a power's exponent (`sigma ** 2`) becomes an _IntExponent, which keeps float32 ** 2 in float32.
+    """
     constants = []
     for constant in code.co_consts:
         if type(constant) is float:
-            constants.append(np.float64(constant))
+            constants.append(_Constant64(constant))
         elif type(constant) is complex:
-            constants.append(np.complex128(constant))
+            constants.append(_ConstantComplex(constant))
         elif type(constant) is int:
-            constants.append(np.int64(constant))
+            constants.append(_ConstantInt(constant))
         elif isinstance(constant, types.CodeType):
             constants.append(_typed_constants(constant))
         else:
             constants.append(constant)
-    return code.replace(co_consts=tuple(constants))
+    raw = bytearray(code.co_code)
+    instructions = list(dis.get_instructions(code))
+    power = {8, 21}  # BINARY_OP's arguments for ** and **=
+    for load, following in zip(instructions, instructions[1:]):
+        if (load.opname == "LOAD_CONST" and following.opname == "BINARY_OP" and following.arg in power
+                and type(load.argval) is int and len(constants) < 256 and raw[load.offset + 1] == load.arg):
+            raw[load.offset + 1] = len(constants)
+            constants.append(_IntExponent(load.argval))
+    return code.replace(co_consts=tuple(constants), co_code=bytes(raw))
+
+
+_KERNEL_CODES: set[types.CodeType] = set()  # code objects of rebuilt kernels and device functions, watched for float64
+
+
+def _wide(value) -> bool:
+    """Whether a value is float64 / complex128 made by the kernel's arithmetic (not a literal, not a given argument)."""
+    return isinstance(value, (np.float64, np.complex128)) and not isinstance(value, _QUIET)
+
+
+def _float64_watcher(log: _AccessLog):
+    """A trace function for simulated threads: the kernel lines after which a local variable first holds a computed float64."""
+
+    def local(frame, event, arg):
+        if event == "line" or event == "return":
+            seen = local.seen.setdefault(id(frame), set())
+            for name, value in frame.f_locals.items():
+                if name not in seen and _wide(value):
+                    seen.add(name)
+                    log.float64_made((frame.f_code.co_filename, local.previous.get(id(frame), frame.f_lineno)))
+            if event == "return" and _wide(arg):
+                log.float64_made((frame.f_code.co_filename, frame.f_lineno))
+            local.previous[id(frame)] = frame.f_lineno
+        return local
+
+    local.seen = {}
+    local.previous = {}
+
+    started = [0]
+
+    def thread_start(frame, event, arg):
+        """The first event of a new thread: watch the first 64 threads, then every eighth, at a fraction of the cost of all."""
+        started[0] += 1  # not atomic, and need not be: it only thins the watching
+        if started[0] > 64 and started[0] % 8:
+            sys.settrace(None)
+            return None
+        sys.settrace(call)
+        return call(frame, event, arg)
+
+    def call(frame, event, arg):
+        if event != "call" or frame.f_code not in _KERNEL_CODES:
+            return None
+        arguments = frame.f_code.co_varnames[:frame.f_code.co_argcount]
+        wide = {name for name in arguments if _wide(frame.f_locals.get(name))}
+        if wide and frame.f_back is not None:  # a float64 computed in the call's arguments
+            log.float64_made(_user_line(frame.f_back))
+        local.seen[id(frame)] = set(wide)  # a float64 given is no arithmetic; an argument that becomes one later is
+        local.previous.pop(id(frame), None)
+        return local
+
+    return thread_start
+
+
+def _checked_cast(kind: type):
+    """np.float32 or np.complex64 (or Numba's float32, complex64) as a kernel calls it: a computed float64 cast down is noted."""
+
+    class Checked(kind):
+        def __new__(cls, *args):
+            if args and _Traced._log is not None and hasattr(threading.current_thread(), "threadIdx") and any(_wide(a) for a in args):
+                _Traced._log.float64_made(_user_line(sys._getframe(1)))
+            return kind(*args)
+
+    Checked.__name__ = Checked.__qualname__ = kind.__name__
+    return Checked
+
+
+_CHECKED = {np.float32: _checked_cast(np.float32), np.complex64: _checked_cast(np.complex64)}
+
+
+class _TypedNumpy:
+    """`numpy` as a kernel sees it in a traced run: np.float32(x) and np.complex64(x) note a computed float64 they narrow."""
+
+    def __getattr__(self, name: str):
+        value = getattr(np, name)
+        if isinstance(value, float):  # np.pi: a constant, as math.pi
+            return _Constant64(value)
+        if isinstance(value, np.ufunc):  # np.sqrt(2.0): a literal goes in as the float64 it is, and a constant comes out
+            def typed(*args, **options):
+                result = value(*(np.float64(a) if isinstance(a, _Constant64) else a for a in args), **options)
+                constant = all(isinstance(a, (_Constant64, _ConstantInt)) for a in args)
+                return _Constant64(result) if constant and isinstance(result, np.float64) else result
+
+            return typed
+        return _CHECKED.get(value, value)
+
+
+def _numba_extreme(choose: Callable):
+    """max() or min() as Numba types it: of numbers, the result has the type all of them promote to (float32 and 0.0: float64)."""
+    def extreme(*args, **options):
+        result = choose(*args, **options)
+        if len(args) < 2 or options or not all(isinstance(a, (np.generic, int, float)) for a in args):
+            return result
+        kind = np.result_type(*(np.asarray(a).dtype if isinstance(a, np.generic) else type(a) for a in args)).type
+        if isinstance(result, kind) or kind is not np.float64:
+            return kind(result) if not isinstance(result, kind) else result
+        return _Constant64(result) if all(isinstance(a, (_Constant64, _ConstantInt)) for a in args) else np.float64(result)
+
+    return extreme
+
+
+class _numba_range:  # noqa: N801 - it stands for the builtin range
+    """range() as Numba types it: its values are int64 (float32 * a loop index is float64), not Python ints."""
+
+    def __init__(self, *bounds) -> None:
+        self.values = builtins.range(*(operator.index(b) for b in bounds))
+
+    def __iter__(self) -> Iterator[np.int64]:
+        return map(np.int64, self.values)
+
+    def __reversed__(self) -> Iterator[np.int64]:
+        return map(np.int64, reversed(self.values))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index):
+        item = self.values[index]
+        return item if isinstance(item, builtins.range) else np.int64(item)
+
+
+def _numba_pow(base, exponent, modulo=None):
+    """pow() as Numba types it: a float32 to an integer power stays float32."""
+    if modulo is None and isinstance(exponent, (int, np.integer)) and isinstance(base, np.floating):
+        return base ** base.dtype.type(exponent)
+    return builtins.pow(base, exponent) if modulo is None else builtins.pow(base, exponent, modulo)
 
 
 def _numba_complex(real=0, imag=None):
@@ -642,8 +935,8 @@ def _numba_complex(real=0, imag=None):
 
 
 def _numba_typed(value):
-    """A Python number as Numba freezes a global or a closure variable in a kernel: float64, int64 or complex128."""
-    kinds = {float: np.float64, int: np.int64, complex: np.complex128}
+    """A Python number as Numba freezes a global or a closure variable in a kernel: a float64, int64 or complex128 constant."""
+    kinds = {float: _Constant64, int: _ConstantInt, complex: _ConstantComplex}
     return kinds[type(value)](value) if type(value) in kinds else value
 
 
@@ -655,7 +948,7 @@ class _TypedMath:
 
         value = getattr(math, name)
         if isinstance(value, float):
-            return np.float64(value)
+            return _Constant64(value)
         if not callable(value):
             return value
 
@@ -663,8 +956,9 @@ class _TypedMath:
             result = value(*args)
             if not isinstance(result, float):
                 return result
-            single = all(isinstance(a, np.float32) for a in args)
-            return np.float32(result) if single else np.float64(result)
+            if all(isinstance(a, np.float32) for a in args):
+                return np.float32(result)
+            return _Constant64(result) if all(isinstance(a, (_Constant64, _ConstantInt)) for a in args) else np.float64(result)
 
         return typed
 
@@ -675,7 +969,8 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
 
     namespace: dict = {"__builtins__": builtins}
     if typed_constants:
-        namespace.update(complex=_numba_complex, float=np.float64)
+        namespace.update(complex=_numba_complex, float=np.float64, max=_numba_extreme(builtins.max), min=_numba_extreme(builtins.min),
+                         pow=_numba_pow, range=_numba_range)
     made: dict[str, object] = {}
     options = dict(jit_options or {})
 
@@ -684,6 +979,8 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
         if kind == "module":
             if typed_constants and description[1] == "math":
                 return _TypedMath()
+            if typed_constants and description[1] == "numpy":
+                return _TypedNumpy()
             return importlib.import_module(description[1])
         if kind == "import":
             target = importlib.import_module(description[1])
@@ -692,7 +989,13 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
             return target
         if kind in ("value", "object"):
             value = pickle.loads(description[1]) if kind == "value" else description[1]
-            return _numba_typed(value) if typed_constants else value
+            if typed_constants:
+                from numba import complex64, float32
+                from numba.core import types as numba_types
+
+                value = {float32: np.float32, complex64: np.complex64}.get(value, value) if isinstance(value, numba_types.Type) else value
+                return _CHECKED.get(value, _numba_typed(value)) if isinstance(value, (type, float, int, complex)) else value
+            return value
         if kind == "function":
             return build(description[1])
         raise ReplayError(f"cannot rebuild {description!r}")
@@ -705,6 +1008,7 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
         code = marshal.loads(code) if isinstance(code, bytes) else code
         if typed_constants and record["kind"] != "python":
             code = _typed_constants(code)
+            _KERNEL_CODES.add(code)
         cells = tuple(types.CellType() for _ in record["closure"])
         function = types.FunctionType(code, namespace, record["name"], None, cells or None)
         if record["kind"] == "kernel":
@@ -715,6 +1019,7 @@ def _rebuild(payload: dict, typed_constants: bool, jit_options: dict | None = No
             result = function
         made[key] = result
         function.__defaults__ = tuple(materialize(d) for d in record["defaults"]) or None
+        function.__kwdefaults__ = {name: materialize(d) for name, d in record.get("kwdefaults", {}).items()} or None
         for cell, description in zip(cells, record["closure"]):
             cell.cell_contents = materialize(description)
         return result
@@ -761,6 +1066,7 @@ def _trace_to_json(trace: Trace) -> str:
         "float64_stores": trace.float64_stores,
         "float64_lines": trace.float64_lines,
         "shapes": trace.shapes,
+        "float64_origins": trace.float64_origins,
     }, default=_plain)
 
 
@@ -771,7 +1077,8 @@ def _trace_from_json(text: str) -> Trace:
     barriers = {(launch, tuple(block), tuple(thread)): [tuple(w) for w in lines] for block, thread, launch, lines in data["barriers"]}
     launches = [Launch(r[0], tuple(r[1]), tuple(r[2])) for r in data["launches"]]
     shapes = {name: tuple(shape) for name, shape in data["shapes"].items()}
-    return Trace(accesses, launches, data["float64_stores"], [tuple(w) for w in data["float64_lines"]], shapes, barriers)
+    return Trace(accesses, launches, data["float64_stores"], [tuple(w) for w in data["float64_lines"]], shapes, barriers,
+                 [tuple(w) for w in data["float64_origins"]])
 
 
 _REPLAY_SCRIPT = r"""
@@ -807,15 +1114,26 @@ def traced_run(entry: Callable, arguments: Sequence[tuple[str, str, object]], sh
 
 
 def float64_message(trace: Trace) -> str | None:
-    """Words for float64 arithmetic seen in a trace of a float32 kernel (None if there is none)."""
-    if not trace.float64_stores:
+    """Words for float64 arithmetic seen in a trace of a float32 kernel (None if there is none).
+
+    The lines that computed a float64 come first (even where a cast to float32 hides it from the stores); the
+    lines that stored one are named only when no computing line was seen.
+    """
+    complex_only = bool(trace.float64_stores) and all(key.endswith("(complex64)") for key in trace.float64_stores)
+    if trace.float64_origins:
+        text = source_line(*trace.float64_origins[0])
+        evidence = f"float64 arithmetic at line {trace.float64_origins[0][1]} (`{text}`)"
+        complex_words = "1j" in text
+    elif trace.float64_stores:
+        lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_lines[:2])
+        kinds = ("complex128", "complex64") if complex_only else ("float64", "float32")
+        evidence = f"{kinds[0]} values were stored into a {kinds[1]} array at {lines}"
+        complex_words = complex_only
+    else:
         return None
-    lines = ", ".join(f"line {line} (`{source_line(file, line)}`)" for file, line in trace.float64_lines[:3])
-    if all(key.endswith("(complex64)") for key in trace.float64_stores):
-        return float64_advice(f"complex128 values were stored into a complex64 array at {lines}") + (
-            " A complex number built from float64 parts, or multiplied by a Python complex such as 1j, is complex128: build it "
-            "with np.complex64(complex(re, im)) from float32 parts.")
-    return float64_advice(f"float64 values were stored into a float32 array at {lines}")
+    if complex_words:
+        return float64_advice(evidence) + " A Python complex such as 1j is complex128: build np.complex64(complex(re, im)) from float32 parts."
+    return float64_advice(evidence)
 
 
 def float64_advice(evidence: str) -> str:
@@ -951,5 +1269,5 @@ def loads_before_first_store(trace: Trace, loaded: str, stored: str, per_thread:
 def race_problem(trace: Trace) -> str | None:
     """Words for the first shared-memory race of a trace (None if there is none)."""
     race = races(trace.accesses)
-    return None if race is None else "a race on shared memory: " + race.describe(trace.shapes.get("shared"))
+    return None if race is None else "a race on shared memory: " + race.describe(trace.shapes.get(race.first.array))
 
