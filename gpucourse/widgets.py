@@ -274,14 +274,18 @@ class Tuner:
             table.notes.append("Simulator times measure Python threads, not a GPU: GB/s not measured in the simulator.")
         return table
 
+    def _in_order(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {key: params[key] for key in self.parameters if key in params}
+
     def describe(self, measurement: Measurement) -> str:
         """One line on a measurement: configuration, GB/s and, on a GPU, its fraction of the copy ceiling."""
         from .report import rate
 
+        configuration = describe_config(self._in_order(measurement.params))
         if measurement.timing.simulated:  # a rate of Python threads says nothing of a GPU: the time, labelled, and no GB/s
-            return (f"{self.name}, {describe_config(measurement.params)}: {measurement.timing.median_ms:.4g} ms of simulator wall clock; "
+            return (f"{self.name}, {configuration}: {measurement.timing.median_ms:.4g} ms of simulator wall clock; "
                     f"{rate(None, simulated=True)}")
-        text = f"{self.name}, {describe_config(measurement.params)}: {rate(measurement.gbs, simulated=False)}"
+        text = f"{self.name}, {configuration}: {rate(measurement.gbs, simulated=False)}"
         if self.ceilings is not None and not self.ceilings.simulated:
             text += f" = {self.ceilings.fraction_of_copy(measurement.gbs):.0%} of the measured copy"
         return f"{text}; {measurement.timing}"
