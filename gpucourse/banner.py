@@ -72,6 +72,9 @@ class Banner:
     """Mode, device and diagnosis; shown as HTML in a notebook and as text in a terminal."""
 
     def __init__(self) -> None:
+        from .plotting import describe_figures_in_ipython
+
+        describe_figures_in_ipython()  # every notebook opens with the banner: from here on a figure's text output says what it shows
         self.mode = mode.MODE
         self.device = current_device()
         self.findings = diagnose()

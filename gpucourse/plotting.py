@@ -197,3 +197,40 @@ def draw_configurations_ran(ax, lines: Mapping[str | None, tuple[Sequence, Seque
         text.set_position((0.5, 0.85))
         text.set_fontsize(9)
         text.set_text(text.get_text() + "\ndots: the configurations that ran; star: the current one")
+
+
+def describe_figure(fig) -> str:
+    """A figure in words, for its text output and a web page's alt text: each plot's title and axes, and any note on it."""
+    parts = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not (ax.has_data() or ax.texts or ax.get_title()):
+            continue
+        notes = [" ".join(text.get_text().split()) for text in ax.texts if "not measured" in text.get_text() or text.get_text() == SIMULATOR_NOTE]
+        value_axis = ax.get_ylabel() or "none"
+        words = f"{ax.get_title() or 'plot'} (x: {ax.get_xlabel() or 'none'}; y: {value_axis}" + (f"; {'; '.join(notes)}" if notes else "")
+        parts.append(words + ")")
+    return "<Figure: " + (" | ".join(parts) or "empty") + ">"
+
+
+def describe_figures_in_ipython() -> None:
+    """In IPython, show each figure's text output as `describe_figure` words (a page's alt text), not '<Figure size 700x400>'."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "display_formatter") or getattr(shell, "_gpucourse_figure_words", False):
+        return
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    plt.close(plt.figure())  # load the backend as a first figure does: it sets its figure formats now, not in a later cell
+
+    def register(*_) -> None:
+        shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(describe_figure(fig)))
+
+    # matplotlib's inline backend, once loaded, drops every formatter of Figure and sets its own images: so the words come
+    # after it, and again after each cell (before the backend's own hook shows that cell's figures) should it be loaded anew
+    register()
+    shell.events.register("post_execute", register)
+    shell._gpucourse_figure_words = True

@@ -225,15 +225,17 @@ class Page:
             return WIDGET_FALLBACK  # never its repr
         if set(data) <= {"text/plain"} and "text/plain" in data and WIDGET_REPR.match(content("text/plain")):
             return WIDGET_FALLBACK  # a widget whose view and state a record dropped: its repr is no output to read
+        described = content("text/plain") if "text/plain" in data else ""
+        alt = esc(described[1:-1] if described.startswith("<Figure: ") else "plot")  # gpucourse's words for a figure
         for key in ("image/svg+xml", "image/png", "image/jpeg", "image/gif"):
             if key in data:
                 value = data[key]
                 if isinstance(value, dict) and value.get("path"):
-                    return f'<img class="output" src="{esc(self.href(value["path"]))}" alt="plot">'
+                    return f'<img class="output" src="{esc(self.href(value["path"]))}" alt="{alt}">'
                 if key == "image/svg+xml":
                     return f'<div class="output">{content(key)}</div>'
                 name = self.image_file(content(key), "." + key.split("/")[1])
-                return f'<img class="output" src="{esc(name)}" alt="plot">'
+                return f'<img class="output" src="{esc(name)}" alt="{alt}">'
         if "text/html" in data:
             return f'<div class="output html">{content("text/html")}</div>'
         if "text/markdown" in data:
