@@ -110,7 +110,7 @@ def simulator_problems(notebook: dict) -> list[str]:
             continue
         text = output_text(cell)
         for line in text.splitlines():
-            if line.lstrip().startswith("<"):
+            if line.lstrip().startswith("<") and not line.lstrip().startswith("<Figure: "):
                 continue  # HTML: its tables are read below, its text is also in text/plain
             line = re.sub(r"book[^;|]*", "", line)  # the book's own figures and verdicts are quoted, not drawn here
             problems += [f"cell {number}: {what}: {line.strip()[:160]}" for what, pattern in SIMULATOR_DONTS.items() if pattern.search(line)]
@@ -195,11 +195,17 @@ def test_link_check_reports_broken_files_and_anchors(tmp_path):
 GPU_MARKER = "output recorded on the GPU of the fixture record"
 
 
+OCCUPANCY_WARNING = ("SITE/numba_cuda/numba/cuda/dispatcher.py:748: NumbaPerformanceWarning: \x1b[1mGrid size 1 will likely result "
+                     "in GPU under-utilization due to low occupancy.\x1b[0m\n  warn(errors.NumbaPerformanceWarning(msg))\n")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def make_records(folder: Path, executed: Path, stale: Path | None = None) -> Path:
     """A measurements/ folder holding one recorded GPU run made of the executed copies in `executed`, and a then-and-now report.
 
-    Each copy's first code cell shows a GPU's banner and GPU_MARKER; the copy of `stale` (a chapter notebook)
-    is given older code, so that its page must fall back to the simulator build.
+    Each copy's first code cell shows a GPU's banner, GPU_MARKER and Numba's low-occupancy warning, and its widgets
+    only their repr (as tools/gpu_ci.py files a record); the copy of `stale` (a chapter notebook) is given older code,
+    so that its page must fall back to the simulator build.
     """
     from gpucourse import thenandnow
     from gpucourse.thenandnow import core, render
@@ -209,7 +215,13 @@ def make_records(folder: Path, executed: Path, stale: Path | None = None) -> Pat
     for copy in sorted((run / "executed").glob("*/*.ipynb")):
         notebook = json.loads(copy.read_text())
         first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
-        first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"GPU MODE: kernels run on NVIDIA H200.\n{GPU_MARKER}\n"}]
+        first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"GPU MODE: kernels run on NVIDIA H200.\n{GPU_MARKER}\n"},
+                            {"output_type": "stream", "name": "stderr", "text": OCCUPANCY_WARNING}]  # as a GPU's banner had it
+        notebook.get("metadata", {}).pop("widgets", None)  # as tools/gpu_ci.py files a record: no widget state, the widget's repr kept
+        for cell in notebook["cells"]:
+            for out in cell.get("outputs", []):
+                if WIDGET_VIEW in (out.get("data") or {}):
+                    del out["data"][WIDGET_VIEW]
         if stale is not None and copy.name == stale.name and copy.parent.name == stale.parent.name:
             first["source"] = "print('older code')"
         copy.write_text(json.dumps(notebook))
@@ -342,8 +354,7 @@ def test_part_titles_are_spelled_as_the_readme_spells_them():
 
 
 def test_numba_low_occupancy_warnings_stay_off_the_pages():
-    warning = ("SITE/numba_cuda/numba/cuda/dispatcher.py:748: NumbaPerformanceWarning: \x1b[1mGrid size 1 will likely result in GPU "
-               "under-utilization due to low occupancy.\x1b[0m\n  warn(errors.NumbaPerformanceWarning(msg))\n")
+    warning = OCCUPANCY_WARNING
     notebook = {"cells": [{"cell_type": "code", "outputs": [
         {"output_type": "stream", "name": "stderr", "text": warning},
         {"output_type": "stream", "name": "stderr", "text": [warning, "a real problem\n"]},
@@ -352,10 +363,11 @@ def test_numba_low_occupancy_warnings_stay_off_the_pages():
     assert [out["text"] for out in outputs] == ["a real problem\n", "GPU MODE\n"]
 
 
-def test_a_widget_without_its_state_shows_a_note_not_its_repr():
+def test_a_widget_without_its_state_shows_a_note_not_its_repr(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("book_render", ROOT / "book" / "theme" / "render.py")
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
+    monkeypatch.setattr(render, "OUT", tmp_path)  # where the page's images go
     page = render.Page({}, {})
     for shown in ("VBox(children=(HTML(value=''), SelectionSlider(options=(32, 64)",
                   "HBox(children=(IntProgress(value=0, description='report', max=2), Label(value='starting ...')))"):
