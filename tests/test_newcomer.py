@@ -231,3 +231,12 @@ def test_tables_keep_one_number_format():
 
     row = [Table._cell(v) for v in (0.5971, 1948.4, 15580.2, 100878.7, 107200.0, 2.7e9, 3.5e-5)]
     assert row == ["0.5971", "1948", "15580", "100879", "107200", "2.700e+09", "3.5e-05"]
+
+
+def test_the_simulators_thread_ids_read_as_words():
+    """1.3's guarded run named the failing thread as `tid=[39, 0, 0] ctaid=[1, 0, 0]`: now 'thread (39, 0, 0) of block (1, 0, 0)'."""
+    from gpucourse.checks.runs import simulator_error_in_words
+
+    error = IndexError("tid=[39, 0, 0] ctaid=[1, 0, 0]: index 103 is out of bounds for axis 0 with size 100")
+    assert simulator_error_in_words(error) == "thread (39, 0, 0) of block (1, 0, 0): index 103 is out of bounds for axis 0 with size 100"
+    assert simulator_error_in_words(IndexError("index 5 is out of bounds")) == "index 5 is out of bounds"

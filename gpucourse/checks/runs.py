@@ -9,6 +9,7 @@ poisoned shared memory (simulator), as many times as asked, and compares the run
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -99,7 +100,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
                 launch(out, *inputs)
         except IndexError as exc:
             return Run(np.full(out_shape, poison_value(dtype), dtype), [
-                f"the kernel indexed outside an array ({exc}). On a GPU this corrupts memory silently; here the simulator "
+                f"the kernel indexed outside an array ({simulator_error_in_words(exc)}). On a GPU this corrupts memory silently; here the simulator "
                 f"caught it. {BOUNDS_HINT}"], launches, guard)
         except Exception as exc:
             message = compile_problem(exc)
@@ -129,3 +130,14 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
         if message:  # advice, not a verdict: the simulator cannot read compiled code, and both modes must agree
             print(f"\u26a0 {message}")
     return Run(got, problems, launches, guard)
+
+
+def simulator_error_in_words(exc: BaseException) -> str:
+    """The simulator's error with its thread named in words: 'thread (39, 0, 0) of block (1, 0, 0): index 103 is out of bounds ...'."""
+    text = str(exc)
+    found = re.match(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]: (.*)", text, re.S)
+    if not found:
+        return text
+    thread, block = ", ".join(found.group(1, 2, 3)), ", ".join(found.group(4, 5, 6))
+    return f"thread ({thread}) of block ({block}): {found.group(7)}"
+
