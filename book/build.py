@@ -413,6 +413,16 @@ def with_note(notebook: dict, note: str) -> dict:
     return notebook
 
 
+def _toc_entries(toc: list[dict]) -> list[dict]:
+    """Every entry of a table of contents that names a file, its groups' children included."""
+    found = []
+    for entry in toc:
+        if "file" in entry:
+            found.append(entry)
+        found += _toc_entries(entry.get("children", []))
+    return found
+
+
 def markdown_title(path: Path) -> str | None:
     """The first level-1 heading of a Markdown page, or None."""
     found = re.search(r"^#\s+(.+?)\s*$", path.read_text(encoding="utf-8"), re.M)
@@ -425,7 +435,7 @@ def title_suffix(relative: str) -> str:
     name = path.parent.name if path.stem in ("gpu_ci", "report", "README") else path.stem
     name = re.sub(r"^\d{4}-\d{2}-\d{2}_?", "", name)
     words = [word.upper() if re.fullmatch(r"[a-z]\d{2,4}(x\d)?", word) else word for word in name.split("_") if word]
-    return " ".join(words) or path.parent.name
+    return " ".join(words) or path.with_suffix("").as_posix()
 
 
 def distinct_titles(stage_dir: Path, files: list[str]) -> None:
@@ -512,12 +522,14 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
     if (records / "thenandnow" / "report.html").exists():  # the report's own page, linked from then_and_now.md
         (stage_dir / "measurements" / "thenandnow").mkdir(parents=True, exist_ok=True)
         shutil.copy(records / "thenandnow" / "report.html", stage_dir / "measurements" / "thenandnow" / "report.html")
+    in_toc = {entry["file"] for entry in _toc_entries(toc)}
     linked_pages = []  # Markdown files that pages link to (a GPU CI record's gpu_ci.md, the report's report.md): pages too
     while True:
-        new_pages = [path for path in copy_linked_files(stage_dir, root) if path.suffix == ".md"]
+        new_pages = [path.relative_to(stage_dir).as_posix() for path in copy_linked_files(stage_dir, root) if path.suffix == ".md"]
+        new_pages = [name for name in new_pages if name not in in_toc]
         if not new_pages:
             break
-        linked_pages += [{"file": path.relative_to(stage_dir).as_posix()} for path in new_pages]
+        linked_pages += [{"file": name} for name in new_pages]
     if linked_pages:
         measurement_pages.append({"title": "Records linked from the pages", "children": sorted(linked_pages, key=lambda p: p["file"])})
     distinct_titles(stage_dir, [entry["file"] for entry in [*measurement_pages, *linked_pages] if "file" in entry])
