@@ -384,9 +384,10 @@ def test_the_site_reads_as_a_course_not_as_internals(browser, recorded_site):
     assert "Multi-GPU" in nav and "Monte Carlo" in nav and "FFT" in nav and not re.search(r"Multi gpu|Monte carlo|\bFft\b", nav)
     page.screenshot(path=SHOTS / "site_chapter_2_3.png")
     page.goto((out / "index.html").as_uri())  # the README page links to a GPU CI record and to the report: pages, not raw Markdown
-    for link, heading in (("gpu_ci/2026-11-25_h200/gpu_ci", "GPU CI record, 2026-11-25"), ("thenandnow/report", "Then and now")):
+    for link, heading in (("measurements/gpu_ci/2026-11-25_h200/gpu_ci.md", "GPU CI record, 2026-11-25"),
+                          ("measurements/thenandnow/report.md", "Then and now")):
         page.goto((out / "index.html").as_uri())
-        page.locator(f"main a[href*='{link}']").first.click()
+        page.locator("main a", has_text=link).first.click()  # the README names the file; the site links its page
         page.wait_for_load_state()
         assert page.url.endswith(".html") and page.locator("main h1").first.inner_text().startswith(heading), page.url
         assert not page.locator("main").inner_text().lstrip().startswith("#")
