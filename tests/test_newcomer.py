@@ -4,6 +4,7 @@ check as its message, and `./course --help` that exits 0."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
@@ -240,3 +241,31 @@ def test_the_simulators_thread_ids_read_as_words():
     error = IndexError("tid=[39, 0, 0] ctaid=[1, 0, 0]: index 103 is out of bounds for axis 0 with size 100")
     assert simulator_error_in_words(error) == "thread (39, 0, 0) of block (1, 0, 0): index 103 is out of bounds for axis 0 with size 100"
     assert simulator_error_in_words(IndexError("index 5 is out of bounds")) == "index 5 is out of bounds"
+
+def test_opening_and_saving_a_notebook_changes_nothing_in_git():
+    """Every notebook is stored as Jupyter writes it, with the language_info a kernel reports (its Python version aside,
+    which `./course lab` leaves out when it saves): opening and saving an unchanged notebook is no change in git."""
+    import nbformat
+    from conftest import ROOT
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        client.kernel_info()
+        reported = client.get_shell_msg(timeout=60)["content"]["language_info"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    expected = {key: value for key, value in reported.items() if key != "version"}
+    notebooks = sorted([*ROOT.glob("chapters/*/*.ipynb"), *ROOT.glob("solutions/*.ipynb"), *ROOT.glob("exercises/*.ipynb")])
+    assert len(notebooks) > 40
+    for path in notebooks:
+        text = path.read_text(encoding="utf-8")
+        notebook = nbformat.reads(text, as_version=4)
+        assert notebook.metadata.get("language_info") == expected, f"{path.relative_to(ROOT)}: {notebook.metadata.get('language_info')}"
+        notebook.metadata["language_info"] = {**expected, "version": reported["version"]}  # what JupyterLab sets on opening
+        saved = json.loads(nbformat.writes(notebook))  # what the server writes ...
+        saved["metadata"]["language_info"].pop("version")  # ... after ./course lab's hook
+        assert json.dumps(saved, indent=1, sort_keys=True, ensure_ascii=False) + "\n" == text, f"{path.relative_to(ROOT)} changes on a save"
+    hook = (ROOT / "course").read_text()
+    assert "c.ContentsManager.pre_save_hook = _without_python_version" in hook and 'info.pop("version", None)' in hook
