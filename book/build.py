@@ -64,10 +64,22 @@ def chapters(root: Path = ROOT) -> list[tuple[Path, list[Path]]]:
     return found
 
 
-def chapter_title(folder: Path) -> str:
-    """'06_finite_difference' -> '6. Finite difference'."""
+#: Words a chapter folder's name spells in lower case that a title spells otherwise.
+SPELLED = {"gpu": "GPU", "fft": "FFT", "cuda": "CUDA", "mpi": "MPI", "multi gpu": "Multi-GPU", "monte carlo": "Monte Carlo"}
+
+
+def chapter_title(folder: Path, root: Path = ROOT) -> str:
+    """A chapter's title as the README's table of chapters gives it ('4. Multi-GPU programming'), else from its folder's name."""
+    readme = root / "README.md"
+    if readme.exists():
+        found = re.search(rf"^\|\s*(\d+\.\s[^|]+?)\s*\|\s*`{re.escape(folder.name)}/`", readme.read_text(encoding="utf-8"), re.M)
+        if found:
+            return found.group(1)
     number, _, name = folder.name.partition("_")
-    return f"{int(number)}. {name.replace('_', ' ').capitalize()}"
+    words = name.replace("_", " ")
+    for lower, spelled in sorted(SPELLED.items(), key=lambda item: -len(item[0])):
+        words = re.sub(rf"\b{lower}\b", spelled, words)
+    return f"{int(number)}. {words[:1].upper()}{words[1:]}"
 
 
 def code_of(notebook: dict) -> list[str]:
@@ -334,6 +346,28 @@ def link_folders_to_first_notebooks(notebook: dict, where: Path) -> dict:
     return notebook
 
 
+#: Numba's warning at a launch of fewer blocks than the GPU has SMs, as it reaches a notebook's stderr (two lines).
+OCCUPANCY_WARNING = re.compile(r"^.*NumbaPerformanceWarning: (?:\x1b\[1m)?Grid size \d+ will likely result in GPU under-utilization "
+                               r"due to low occupancy\.(?:\x1b\[0m)?\n(?:\s*warn\(errors\.NumbaPerformanceWarning\(msg\)\)\n?)?", re.M)
+
+
+def without_occupancy_warnings(notebook: dict) -> dict:
+    """The notebook without Numba's low-occupancy warnings in its stderr outputs (a page is no place for a tiny demo grid's hint)."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                text = OCCUPANCY_WARNING.sub("", "".join(out["text"]) if isinstance(out["text"], list) else out["text"])
+                if not text.strip():
+                    continue
+                out = {**out, "text": text}
+            kept.append(out)
+        cell["outputs"] = kept
+    return notebook
+
+
 def markdown_of(path: Path) -> list[str]:
     """The markdown text of a staged page: the file itself, or a notebook's markdown cells."""
     if path.suffix == ".md":
@@ -399,6 +433,49 @@ def with_note(notebook: dict, note: str) -> dict:
     return notebook
 
 
+def _toc_entries(toc: list[dict]) -> list[dict]:
+    """Every entry of a table of contents that names a file, its groups' children included."""
+    found = []
+    for entry in toc:
+        if "file" in entry:
+            found.append(entry)
+        found += _toc_entries(entry.get("children", []))
+    return found
+
+
+def markdown_title(path: Path) -> str | None:
+    """The first level-1 heading of a Markdown page, or None."""
+    found = re.search(r"^#\s+(.+?)\s*$", path.read_text(encoding="utf-8"), re.M)
+    return found.group(1) if found else None
+
+
+def title_suffix(relative: str) -> str:
+    """What tells a record apart from others of its day: 'measurements/2026-11-22_h100_validation_a.md' -> 'H100 validation a'."""
+    path = Path(relative)
+    name = path.parent.name if path.stem in ("gpu_ci", "report", "README") else path.stem
+    name = re.sub(r"^\d{4}-\d{2}-\d{2}_?", "", name)
+    words = [word.upper() if re.fullmatch(r"[a-z]\d{2,4}(x\d)?", word) else word for word in name.split("_") if word]
+    return " ".join(words) or path.with_suffix("").as_posix()
+
+
+def distinct_titles(stage_dir: Path, files: list[str]) -> None:
+    """Give Markdown pages that share a title (three 'Course validation, 2026-11-22') the words that tell them apart."""
+    titles: dict[str, list[str]] = {}
+    for relative in files:
+        if relative.endswith(".md") and (stage_dir / relative).exists():
+            title = markdown_title(stage_dir / relative)
+            if title:
+                titles.setdefault(title, []).append(relative)
+    for title, shared in titles.items():
+        if len(shared) < 2:
+            continue
+        for relative in shared:
+            page = stage_dir / relative
+            text = page.read_text(encoding="utf-8")
+            page.write_text(re.sub(rf"^#\s+{re.escape(title)}\s*$", f"# {title} ({title_suffix(relative)})", text, count=1, flags=re.M),
+                            encoding="utf-8")
+
+
 def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT, pages: dict[Path, Source] | None = None,
                  record: GpuRecord | None = None) -> str:
     """The site's first page: the README, then the site's own table of contents and where its outputs come from."""
@@ -442,7 +519,8 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
             target = stage_dir / "chapters" / chapter.name / source.name
             target.parent.mkdir(parents=True, exist_ok=True)
             page = pages[source]
-            notebook = with_note(link_folders_to_first_notebooks(json.loads(page.executed.read_text()), source.parent), page.note)
+            notebook = with_note(link_folders_to_first_notebooks(without_occupancy_warnings(json.loads(page.executed.read_text())),
+                                                                 source.parent), page.note)
             target.write_text(json.dumps(notebook), encoding="utf-8")
             children.append({"file": f"chapters/{chapter.name}/{source.name}"})
         toc.append({"title": chapter_title(chapter), "children": children})
@@ -464,7 +542,17 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
     if (records / "thenandnow" / "report.html").exists():  # the report's own page, linked from then_and_now.md
         (stage_dir / "measurements" / "thenandnow").mkdir(parents=True, exist_ok=True)
         shutil.copy(records / "thenandnow" / "report.html", stage_dir / "measurements" / "thenandnow" / "report.html")
-    copy_linked_files(stage_dir, root)
+    in_toc = {entry["file"] for entry in _toc_entries(toc)}
+    linked_pages = []  # Markdown files that pages link to (a GPU CI record's gpu_ci.md, the report's report.md): pages too
+    while True:
+        new_pages = [path.relative_to(stage_dir).as_posix() for path in copy_linked_files(stage_dir, root) if path.suffix == ".md"]
+        new_pages = [name for name in new_pages if name not in in_toc]
+        if not new_pages:
+            break
+        linked_pages += [{"file": name} for name in new_pages]
+    if linked_pages:
+        measurement_pages.append({"title": "Records linked from the pages", "children": sorted(linked_pages, key=lambda p: p["file"])})
+    distinct_titles(stage_dir, [entry["file"] for entry in [*measurement_pages, *linked_pages] if "file" in entry])
     config = {
         "version": 1,
         "project": {"title": TITLE, "toc": toc},

@@ -88,8 +88,25 @@ def command_sizes(args: argparse.Namespace) -> int:
         print(f"{profile.summary()}: an ESTIMATE from bytes moved and peak bandwidth (gpucourse.workload)")
         print(workload.notebook_table(profile))
         return 0
-    print(sizes.explain(*(name for name, entry in sizes.SIZES.items() if entry.follows_device), profile=profile))
+    print(wrapped_table(sizes.explain(*(name for name, entry in sizes.SIZES.items() if entry.follows_device), profile=profile)))
     return 0
+
+
+def wrapped_table(table, width: int = 100) -> str:
+    """A table for a terminal `width` characters wide: each row's first column and its size on one line, the rest indented under it."""
+    import textwrap
+
+    first = max((len(str(row[0])) for row in table.rows), default=0) + 2
+    lines = [*textwrap.wrap(table.title, width), ""]
+    for row in table.rows:
+        name, size, *rest = [table._cell(value) for value in row]
+        lines.append(f"{name.ljust(first)}{size}")
+        for header, value in zip(table.headers[2:], rest):
+            if value != "—":
+                lines += textwrap.wrap(f"{header}: {value}", width, initial_indent=" " * 4, subsequent_indent=" " * 6)
+    for note in table.notes:
+        lines += ["", *textwrap.wrap(note, width)]
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:

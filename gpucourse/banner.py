@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import html
 import platform
+import warnings
 
 import numpy as np
 
@@ -29,7 +30,9 @@ def _first_kernel_finding() -> Finding:
                 values[i] += 1
 
         values = cuda.to_device(np.arange(64, dtype=np.int32))
-        add_one[1, 64](values)
+        with warnings.catch_warnings():  # one block is all a probe needs: Numba's low-occupancy hint would open every notebook
+            warnings.filterwarnings("ignore", message=r"Grid size \d+ will likely result in GPU under-utilization")
+            add_one[1, 64](values)
         if not np.array_equal(values.copy_to_host(), np.arange(1, 65)):
             return Finding("error", "A first test kernel ran but gave wrong results: the GPU or driver is misbehaving.")
     except Exception as exc:  # every failure here is reported, in words, not raised
@@ -69,6 +72,9 @@ class Banner:
     """Mode, device and diagnosis; shown as HTML in a notebook and as text in a terminal."""
 
     def __init__(self) -> None:
+        from .plotting import describe_figures_in_ipython
+
+        describe_figures_in_ipython()  # every notebook opens with the banner: from here on a figure's text output says what it shows
         self.mode = mode.MODE
         self.device = current_device()
         self.findings = diagnose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,11 +31,42 @@ def draw_ceilings(ax, ceilings: Ceilings | None) -> None:
                label=f"measured copy {ceilings.copy_gbs:.0f} GB/s")
 
 
-def mark_simulated(ax, simulated: bool) -> None:
-    """Write a plain warning across a plot whose times come from the simulator."""
-    if simulated:
+def mark_simulated(ax, simulated: bool, axis: str = "y", measured: bool = True) -> None:
+    """In the simulator, leave no measured value to read: remove the plotted data and the value axis, and say why.
+
+    `axis` is the axis that carries the measured times or rates ("y", or "x" for a timeline). With
+    `measured=False` (a plot of accuracy, which the simulator computes as a GPU would) only the note is written.
+    """
+    if not simulated:
+        return
+    if not measured:
         ax.text(0.5, 0.5, SIMULATOR_NOTE, transform=ax.transAxes, ha="center", va="center",
                 fontsize=11, color="tab:red", alpha=0.6, rotation=15)
+        return
+    from matplotlib.ticker import NullLocator
+
+    value_axis = ax.yaxis if axis == "y" else ax.xaxis
+    quantity = value_axis.get_label_text() or "these times"
+    for artist in [*ax.lines, *ax.collections, *ax.patches, *ax.texts, *ax.images]:
+        artist.remove()  # a time or rate of Python threads is no figure to read, nor a curve to compare
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    value_axis.set_label_text("")
+    value_axis.set_major_locator(NullLocator())
+    value_axis.set_minor_locator(NullLocator())
+    ax.text(0.5, 0.5, not_measured_note(quantity), transform=ax.transAxes, ha="center", va="center", fontsize=10,
+            color="tab:red")
+
+
+def not_measured_note(quantity: str) -> str:
+    """The words a simulator plot shows in place of its measured `quantity` (an axis label such as 'effective bandwidth (GB/s)')."""
+    name = re.sub(r"\s*\([^)]*\)\s*$", "", quantity).strip() or "these times"  # the quantity without its unit
+    return f"{name}: not measured in the simulator\n(its times are those of Python threads, not a GPU)"
+
+
+def is_simulator_plot(ax) -> bool:
+    """True if `mark_simulated` left its note on `ax` (for tests)."""
+    return any("not measured in the simulator" in text.get_text() or text.get_text() == SIMULATOR_NOTE for text in ax.texts)
 
 
 def plot_bandwidth(
@@ -79,7 +111,7 @@ def bar_bandwidth(
     if title:
         ax.set_title(title)
     mark_simulated(ax, simulated)
-    if ceilings is not None and not ceilings.simulated:
+    if not simulated and ceilings is not None and not ceilings.simulated:
         ax.legend(loc="lower right", fontsize=8)
     return ax
 
@@ -118,10 +150,10 @@ def plot_bandwidth_lines(
     if title:
         ax.set_title(title)
     add_fraction_axis(ax, ceilings)
-    mark_simulated(ax, simulated)
-    if any(lines) or (ceilings is not None and not ceilings.simulated):
-        ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
+    mark_simulated(ax, simulated)
+    if not simulated and (any(lines) or (ceilings is not None and not ceilings.simulated)):
+        ax.legend(loc="lower right", fontsize=8)
     return ax
 
 
@@ -143,8 +175,62 @@ def draw_bandwidth_plot(data: BandwidthPlotData, ceilings: Ceilings | None = Non
             from matplotlib.ticker import MaxNLocator
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if data.highlight is not None:
+    if data.simulated:  # no GB/s to draw: one row of dots per line, at the configurations that ran (and were checked)
+        draw_configurations_ran(ax, lines, data.highlight)
+    elif data.highlight is not None:
         x, gbs = data.highlight
         ax.plot([str(x) if isinstance(x, str) else x], [gbs], "r*", markersize=14, label="current")
         ax.legend(loc="lower right", fontsize=8)
     return ax
+
+
+def draw_configurations_ran(ax, lines: Mapping[str | None, tuple[Sequence, Sequence[float]]], highlight: tuple | None) -> None:
+    """A simulator's tuner plot: a row of dots per line at the values that ran, the current one starred; no value axis."""
+    labels = [label or "measured" for label in lines]
+    for row, (x, _) in enumerate(lines.values()):
+        ax.plot(list(x), [row] * len(x), "o", color="tab:blue")
+    if highlight is not None:
+        ax.plot([highlight[0]], [0], "r*", markersize=14)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(-0.8, len(labels) - 0.2)
+    for text in ax.texts:  # the note above the rows, not across them
+        text.set_position((0.5, 0.85))
+        text.set_fontsize(9)
+        text.set_text(text.get_text() + "\ndots: the configurations that ran; star: the current one")
+
+
+def describe_figure(fig) -> str:
+    """A figure in words, for its text output and a web page's alt text: each plot's title and axes, and any note on it."""
+    parts = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not (ax.has_data() or ax.texts or ax.get_title()):
+            continue
+        notes = [" ".join(text.get_text().split()) for text in ax.texts if "not measured" in text.get_text() or text.get_text() == SIMULATOR_NOTE]
+        value_axis = ax.get_ylabel() or "none"
+        words = f"{ax.get_title() or 'plot'} (x: {ax.get_xlabel() or 'none'}; y: {value_axis}" + (f"; {'; '.join(notes)}" if notes else "")
+        parts.append(words + ")")
+    return "<Figure: " + (" | ".join(parts) or "empty") + ">"
+
+
+def describe_figures_in_ipython() -> None:
+    """In IPython, show each figure's text output as `describe_figure` words (a page's alt text), not '<Figure size 700x400>'."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "display_formatter") or getattr(shell, "_gpucourse_figure_words", False):
+        return
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    plt.close(plt.figure())  # load the backend as a first figure does: it sets its figure formats now, not in a later cell
+
+    def register(*_) -> None:
+        shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(describe_figure(fig)))
+
+    # matplotlib's inline backend, once loaded, drops every formatter of Figure and sets its own images: so the words come
+    # after it, and again after each cell (before the backend's own hook shows that cell's figures) should it be loaded anew
+    register()
+    shell.events.register("post_execute", register)
+    shell._gpucourse_figure_words = True

@@ -76,8 +76,10 @@ class Table:
     def _cell(value: object) -> str:
         if value is None:
             return "—"
-        if isinstance(value, float):
-            return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+        if isinstance(value, float):  # 4 significant digits, and whole numbers from 1000 on: 0.5971, 1948, 15580, never 1.558e+04
+            if 1e3 <= abs(value) < 1e9:
+                return f"{value:.0f}"
+            return f"{value:.4g}" if abs(value) < 1e9 else f"{value:.3e}"
         return str(value)
 
     def __str__(self) -> str:

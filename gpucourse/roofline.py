@@ -152,8 +152,28 @@ def roofline_data(roof: Roof, points: Sequence[RooflinePoint] = (), extra_roofs:
         }
         for p in usable
     ]
+    if not roof.simulated:
+        check_under_roof(usable, roof)
     extra = [roof_curve(r, low, high) for r in extra_roofs]
     return RooflineData(roof, x, y, rows, list(extra_roofs), extra, simulated=roof.simulated)
+
+
+#: How far above the measured roof a point may sit before its counts are called wrong: the roof is itself measured (a copy and an
+#: FMA loop, each the median of its runs), so a kernel may pass it by the noise of two measurements, never by more.
+ROOF_TOLERANCE = 1.10
+
+
+def check_under_roof(points: Sequence[RooflinePoint], roof: Roof) -> None:
+    """Raise ValueError, explained, for a measured point above the roof: on a GPU that means a wrong flop or byte count."""
+    for point in points:
+        attainable = roof.attainable(point.intensity)
+        if point.gflops > ROOF_TOLERANCE * attainable:
+            raise ValueError(
+                f"{point.name} reaches {point.gflops:.4g} GFLOP/s at {point.intensity:.3g} flop/byte, {point.gflops / attainable:.2f} times "
+                f"the roof there ({attainable:.4g} GFLOP/s). No kernel runs above the roof: memory feeds at most intensity x "
+                f"{roof.bandwidth_gbs:.4g} GB/s, the arithmetic units at most {roof.compute_gflops:.4g} GFLOP/s. So a count is wrong: "
+                "bytes counted that never reach device memory (data served from the L2 cache: make the arrays larger than the L2), "
+                "too many flops counted (an operation the compiler removed or merged), or a time that does not cover the work.")
 
 
 def roofline_table(data: RooflineData):
@@ -180,33 +200,58 @@ def _number(value: float) -> str:
 
 
 def plot_roofline(data: RooflineData, ax=None, highlight: str | None = None):
-    """Draw a roofline (log-log) with its ridge point and the measured kernels; return the axes."""
-    import matplotlib.pyplot as plt
+    """Draw a roofline (log-log) with its ridge point and the measured kernels; return the axes.
 
-    from .plotting import mark_simulated
+    In the simulator there is no roof (a host copy and simulated flops) and no rate to place: only each kernel's
+    arithmetic intensity is real, so the plot marks the intensities on their axis and says what was not measured.
+    """
+    import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
+    if data.simulated:
+        return _plot_intensities(data, ax, highlight)
     roof = data.roof
-    label = (f"roof: {roof.bandwidth_label} {_number(roof.bandwidth_gbs)} GB/s,\n{roof.compute_label} {_number(roof.compute_gflops)} GFLOP/s"
-             if not data.simulated else "simulator: a host memory copy and simulated flops,\nnot a GPU's roof (no figures to read)")
+    label = f"roof: {roof.bandwidth_label} {_number(roof.bandwidth_gbs)} GB/s,\n{roof.compute_label} {_number(roof.compute_gflops)} GFLOP/s"
     ax.loglog(data.curve_x, data.curve_y, color="black", linewidth=2, label=label)
     for extra, (x, y) in zip(data.extra_roofs, data.extra_curves):
         label = f"{extra.bandwidth_label} {_number(extra.bandwidth_gbs)} GB/s,\n{extra.compute_label} {_number(extra.compute_gflops)} GFLOP/s"
         ax.loglog(x, y, color="grey", linestyle="--", linewidth=1, label=label)
-    if not data.simulated:
-        ax.axvline(data.ridge, color="tab:green", linestyle=":", linewidth=1)
-        ax.annotate(f"ridge {data.ridge:.3g} flop/B", (data.ridge, roof.compute_gflops), textcoords="offset points",
-                    xytext=(4, -14), fontsize=8, color="tab:green")
+    ax.axvline(data.ridge, color="tab:green", linestyle=":", linewidth=1)
+    ax.annotate(f"ridge {data.ridge:.3g} flop/B", (data.ridge, roof.compute_gflops), textcoords="offset points",
+                xytext=(4, -14), fontsize=8, color="tab:green")
     for p in data.points:
         style = "r*" if p["name"] == highlight else "o"
         ax.loglog([p["intensity"]], [p["gflops"]], style, markersize=12 if style == "r*" else 7, label=p["name"])
     ax.set_xlabel("arithmetic intensity (flop / byte of device memory)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title("Roofline" + (" (simulator)" if data.simulated else ""))
+    ax.set_title("Roofline")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the plot: no point hides behind it
-    mark_simulated(ax, data.simulated)
+    return ax
+
+
+def _plot_intensities(data: RooflineData, ax, highlight: str | None):
+    """The simulator's roofline: each kernel's arithmetic intensity on a log axis, no roof, no GFLOP/s axis."""
+    from matplotlib.ticker import NullLocator
+
+    from .plotting import not_measured_note
+
+    for p in data.points:
+        star = p["name"] == highlight
+        ax.axvline(p["intensity"], color="tab:red" if star else "tab:blue", linewidth=2.5 if star else 1.5, alpha=0.8)
+        ax.annotate(p["name"], (p["intensity"], 0.05), xycoords=("data", "axes fraction"), rotation=90, fontsize=8,
+                    xytext=(3, 0), textcoords="offset points", va="bottom")
+    ax.set_xscale("log")
+    if data.points:
+        low, high = min(p["intensity"] for p in data.points), max(p["intensity"] for p in data.points)
+        ax.set_xlim(low / 2, high * 2)
+    ax.set_xlabel("arithmetic intensity (flop / byte of device memory)")
+    ax.yaxis.set_major_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_title("Roofline (simulator): the kernels' arithmetic intensities")
+    ax.text(0.5, 0.6, not_measured_note("GFLOP/s, the roof and its ridge"), transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, color="tab:red")
     return ax
 
 

@@ -595,24 +595,25 @@ def problem_size(name: str, for_mode: str | None = None, profile: DeviceProfile 
 
 
 def explain(*names: str, profile: DeviceProfile | None = None) -> Table:
-    """A table of the experiments `names` on this GPU (or `profile`): the size here, the book's, and why they differ."""
+    """A table of the experiments `names` on this GPU (or `profile`): the size here, what it counts, the book's, and why they differ."""
     if not names:
         raise ValueError("name at least one experiment, e.g. explain('ch3_transpose')")
     profile = profile or current_profile()
     rows = []
+    headers = ["experiment", "size here", "what the size counts", "the book's", "why"]
     for name in names:
         entry = _entry(name)
         book = None if entry.book is None else f"{_show(entry.book)} ({entry.book_where.split(',')[0]})"
         if profile is None:
-            rows.append([name, _show(entry.simulator), book, "simulator: tiny, to check the code, not to time it"])
+            rows.append([name, _show(entry.simulator), entry.unit, book, "simulator: tiny, to check the code, not to time it"])
             continue
-        rows.append([name, _show(choose(name, profile).size), book, reason(name, profile)])
+        rows.append([name, _show(choose(name, profile).size), entry.unit, book, reason(name, profile)])
     if profile is None:
-        return Table(["experiment", "size here", "the book's", "why"], rows, title="Problem sizes in the simulator")
+        return Table(headers, rows, title="Problem sizes in the simulator")
     notes = [f"beyond L2: each array a bandwidth kernel streams is at least {BEYOND_L2} x the L2 cache; memory: a notebook holds "
              f"at most {SAFE_MEMORY_FRACTION:.0%} of the card; time: a timed call moves at most "
              f"{CALL_BUDGET_MS:g} ms of traffic at the peak bandwidth (a run, {RUN_BUDGET_MS:g} ms). The rules: gpucourse.sizes."]
-    return Table(["experiment", "size here", "the book's", "why"], rows, title=f"Problem sizes on {profile.summary()}", notes=notes)
+    return Table(headers, rows, title=f"Problem sizes on {profile.summary()}", notes=notes)
 
 
 def reason(name: str, profile: DeviceProfile) -> str:

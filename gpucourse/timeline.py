@@ -150,7 +150,7 @@ class Timeline:
         if drawn:  # above the plot, right of the title, so that no bar hides behind it
             ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, ncol=len(drawn), frameon=False)
         ax.grid(axis="x", alpha=0.3)
-        mark_simulated(ax, self.simulated)
+        mark_simulated(ax, self.simulated, axis="x")  # the times run along x; the lanes stay
         return ax
 
 

@@ -93,6 +93,16 @@ def _label(value: Any) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
+def describe_config(params: dict[str, Any]) -> str:
+    """A configuration in words: 'threads per block 256, elements per thread 4' (no dict, no underscores)."""
+    return ", ".join(f"{key.replace('_', ' ')} {_label(value)}" for key, value in params.items())
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 value', '3 values': a count with its noun in the right number."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 class Tuner:
     """Times a kernel over launch configurations, caching every measurement.
 
@@ -117,7 +127,7 @@ class Tuner:
             raise ValueError("give at least one parameter to tune, e.g. {'threads_per_block': [...]}")
         empty = [key for key, values in parameters.items() if len(list(values)) == 0]
         if empty:
-            raise ValueError(f"parameter(s) {empty} offer no values")
+            raise ValueError(f"{'parameter' if len(empty) == 1 else 'parameters'} {', '.join(empty)} offer no values")
         self.make_call = make_call
         self.bytes_moved = bytes_moved
         self.parameters = {key: list(values) for key, values in parameters.items()}
@@ -264,14 +274,18 @@ class Tuner:
             table.notes.append("Simulator times measure Python threads, not a GPU: GB/s not measured in the simulator.")
         return table
 
+    def _in_order(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {key: params[key] for key in self.parameters if key in params}
+
     def describe(self, measurement: Measurement) -> str:
         """One line on a measurement: configuration, GB/s and, on a GPU, its fraction of the copy ceiling."""
         from .report import rate
 
+        configuration = describe_config(self._in_order(measurement.params))
         if measurement.timing.simulated:  # a rate of Python threads says nothing of a GPU: the time, labelled, and no GB/s
-            return (f"{self.name} {measurement.params}: {measurement.timing.median_ms:.4g} ms of simulator wall clock; "
+            return (f"{self.name}, {configuration}: {measurement.timing.median_ms:.4g} ms of simulator wall clock; "
                     f"{rate(None, simulated=True)}")
-        text = f"{self.name} {measurement.params}: {rate(measurement.gbs, simulated=False)}"
+        text = f"{self.name}, {configuration}: {rate(measurement.gbs, simulated=False)}"
         if self.ceilings is not None and not self.ceilings.simulated:
             text += f" = {self.ceilings.fraction_of_copy(measurement.gbs):.0%} of the measured copy"
         return f"{text}; {measurement.timing}"
@@ -282,11 +296,25 @@ class Tuner:
         refused = sum(1 for key in self.refused if dict(key)[parameter] in values
                       and all(dict(key).get(k) == v for k, v in fixed.items()))
         cached = len(values) - newly_measured - refused
+        name = parameter.replace("_", " ")
         if newly_measured == 0:
-            text = f"sweep of {parameter}: all {cached} value(s) were measured before (cached), so the plot shows them already"
+            text = (f"sweep of {name}: " + ("the value was" if cached == 1 else f"all {cached} values were")
+                    + " measured before (cached), so the plot shows " + ("it" if cached == 1 else "them") + " already")
         else:
-            text = f"sweep of {parameter}: {newly_measured} value(s) measured now" + (f", {cached} taken from the cache" if cached else "")
+            text = f"sweep of {name}: {counted(newly_measured, 'value')} measured now" + (f", {cached} taken from the cache" if cached else "")
         return text + (f"; {refused} refused by the launcher (see tuner.refused)" if refused else "")
+
+    def opening_config(self) -> dict[str, Any]:
+        """Where a widget opens: the best configuration measured so far (a sweep's winner), else every parameter's first value.
+
+        In the simulator no configuration is faster in any sense a GPU shares: it opens at the first one measured (the sweep's start).
+        """
+        first = {key: values[0] for key, values in self.parameters.items()}
+        measured = [m for m in self.cache.values() if all(m.params.get(k) in values for k, values in self.parameters.items())]
+        if not measured:
+            return first
+        chosen = measured[0] if any(m.timing.simulated for m in measured) else max(measured, key=lambda m: m.gbs)
+        return {**first, **chosen.params}
 
     def widget(self, x_parameter: str | None = None):
         """Controls for every parameter and a plot that reruns the kernel when a control changes (holds the tuner weakly)."""
@@ -295,13 +323,14 @@ class Tuner:
 
         tuner = weakref.ref(self)  # not self: ipywidgets keeps the controls, and their callbacks, until the kernel ends
         x_parameter = x_parameter or next(iter(self.parameters))
+        opening = self.opening_config()
         controls = {}
         for key, values in self.parameters.items():
             if key == x_parameter and all(isinstance(v, int) for v in values):
-                controls[key] = widgets.SelectionSlider(options=values, value=values[0], description=key, continuous_update=False,
+                controls[key] = widgets.SelectionSlider(options=values, value=opening[key], description=key, continuous_update=False,
                                                         style={"description_width": "initial"})
             else:
-                controls[key] = widgets.Dropdown(options=values, value=values[0], description=key,
+                controls[key] = widgets.Dropdown(options=values, value=opening[key], description=key,
                                                  style={"description_width": "initial"})
         # width auto: the whole label shows, however long the parameter's name
         sweep_button = widgets.Button(description=f"sweep {x_parameter}", layout=widgets.Layout(width="auto"))
@@ -340,7 +369,7 @@ class Tuner:
                 current.plot(x_parameter, highlight=config, **fixed)
                 plt.show()
                 print(current.describe(measurement))
-                print(f"{len(current.cache)} configuration(s) measured so far (cached: moving back costs nothing)")
+                print(f"{counted(len(current.cache), 'configuration')} measured so far (cached: moving back costs nothing)")
 
         def sweep_all(_):
             current = tuner()

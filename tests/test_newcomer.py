@@ -4,6 +4,8 @@ check as its message, and `./course --help` that exits 0."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 
 import matplotlib
@@ -42,7 +44,7 @@ def test_simulated_rates_and_conclusions_are_said_to_be_unmeasured():
     simulated = Timing(samples_ms=(80.0,), calls_per_sample=1, clock="simulator wall clock")
     tuner = widgets.Tuner(lambda **c: (lambda: None), 1.0, {"threads_per_block": [32]})
     line = tuner.describe(widgets.Measurement((("threads_per_block", 32),), simulated, 1000.0))
-    assert line == "kernel {'threads_per_block': 32}: 80 ms of simulator wall clock; GB/s not measured in the simulator"
+    assert line == "kernel, threads per block 32: 80 ms of simulator wall clock; GB/s not measured in the simulator"
     assert gpucourse.rate(3.5e-05, simulated=True) == "GB/s not measured in the simulator"
     assert gpucourse.rate(912.34, "GFLOP/s", simulated=False) == "912 GFLOP/s" and gpucourse.rate(None, simulated=False) == "—"
     assert gpucourse.finding("padding makes it 1.9x faster", "what padding gains", simulated=False) == "padding makes it 1.9x faster"
@@ -125,3 +127,149 @@ def test_a_failed_check_reads_as_its_message_and_the_calling_line():
     assert lines[0].startswith("\u274c Exercise 1.1: not yet right.") and "rounded up" in lines[0]
     assert len(lines) == 2 and "ch1.check_add_arrays(add_arrays)" in lines[1]  # the student's own line, nothing of gpucourse
     assert sys.modules["gpucourse.checks"].PACKAGE_DIR.name == "gpucourse"
+
+
+def simulator_axes_problems(ax) -> list[str]:
+    """What a simulator plot must not show: a value axis (its label or tick labels), a GB/s or GFLOP/s label, a measured curve."""
+    problems = []
+    if ax.get_ylabel():
+        problems.append(f"a value axis: {ax.get_ylabel()!r}")
+    ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    if any(re.search(r"\d", t) for t in ticks):
+        problems.append(f"numbers on the value axis: {ticks}")
+    labels = [artist.get_label() for artist in [*ax.lines, *ax.collections, *ax.patches]]
+    problems += [f"a rate in a label: {label}" for label in labels if re.search(r"GB/s|GFLOP/s", label)]
+    return problems
+
+
+def test_simulator_plots_show_no_gbs_axis_and_no_measured_curve():
+    """2.3's block-rate plot, 3.4's bar chart and a sweep, drawn with simulated values: a note in place of the GB/s axis."""
+    from gpucourse import plotting
+
+    fig, ax = plt.subplots()  # a notebook's own plot (2.3's small blocks), marked at its end as the notebooks do
+    ax.scatter([128, 256], [2e-5, 4e-5], label="4-byte elements")
+    ax.plot([128, 256], [3e-5, 6e-5], label="1.55e-07 billion blocks/s x bytes per block x 2")
+    ax.set_yscale("log")
+    ax.set_ylabel("effective bandwidth (GB/s)")
+    ax.legend()
+    plotting.mark_simulated(ax, True)
+    assert simulator_axes_problems(ax) == [] and ax.get_legend() is None and not ax.lines and not ax.collections
+    assert plotting.is_simulator_plot(ax) and ax.texts[0].get_text().startswith("effective bandwidth: not measured in the simulator")
+    bars = plotting.bar_bandwidth(["naive", "coalesced", "no bank conflicts"], [3e-5, 1e-5, 2e-5], simulated=True)
+    assert simulator_axes_problems(bars) == [] and not bars.patches  # no bar to say which kernel "wins"
+    assert [t.get_text() for t in bars.get_xticklabels()] == ["naive", "coalesced", "no bank conflicts"]  # what ran stays
+    lines = plotting.plot_bandwidth_lines({"float32": ([0, 1, 2], [1e-5, 2e-5, 1e-5])}, xlabel="offset", simulated=True)
+    assert simulator_axes_problems(lines) == [] and lines.get_xlabel() == "offset"
+    gpu = plotting.bar_bandwidth(["naive", "padded"], [700.0, 3400.0], simulated=False)  # on a GPU: the bars and their axis
+    assert gpu.get_ylabel() == "effective bandwidth (GB/s)" and len(gpu.patches) == 2
+    _, ax = plt.subplots()
+    ax.loglog([8, 16], [1e-3, 1e-5], label="spectral")
+    plotting.mark_simulated(ax, True, measured=False)  # an accuracy plot: its data are the simulator's real results
+    assert len(ax.lines) == 1 and plotting.is_simulator_plot(ax)
+    plt.close("all")
+
+
+def test_the_simulator_tuner_plot_marks_the_configurations_that_ran():
+    tuner = widgets.Tuner(lambda **c: (lambda: None), 1e6, {"threads_per_block": [32, 64, 128]}, repeat=1, warmup=0)
+    tuner.sweep("threads_per_block")
+    ax = tuner.plot("threads_per_block", highlight={"threads_per_block": 64})
+    if gpucourse.is_simulator():
+        assert simulator_axes_problems(ax) == []
+        assert [list(line.get_xdata()) for line in ax.get_lines()] == [[32, 64, 128], [64]]  # the dots and the star
+    else:
+        assert ax.get_ylabel() == "effective bandwidth (GB/s)"
+    plt.close("all")
+
+
+def test_a_widget_opens_where_the_sweep_left_it():
+    """3.4: after a sweep at tile 32 the widget opens at tile 32 (on a GPU at the fastest configuration), not at the first tile."""
+    speeds = {(8, 32): 2.0, (16, 32): 1.0}  # ms: block_rows 16 is the fastest at tile 32
+
+    def make_call(block_rows, tile):
+        return lambda: None
+
+    tuner = widgets.Tuner(make_call, 1e6, {"block_rows": [8, 16], "tile": [16, 32]}, repeat=1, warmup=0)
+    assert tuner.opening_config() == {"block_rows": 8, "tile": 16}  # nothing measured: the first values
+    for rows in (8, 16):
+        key = (("block_rows", rows), ("tile", 32))
+        tuner.cache[key] = widgets.Measurement(key, Timing(samples_ms=(speeds[rows, 32],), calls_per_sample=1, clock="CUDA events"), 1e6)
+    assert tuner.opening_config() == {"block_rows": 16, "tile": 32}  # the fastest
+    simulated = Timing(samples_ms=(1.0,), calls_per_sample=1, clock="simulator wall clock")
+    tuner.cache = {key: widgets.Measurement(key, simulated, 1e6) for key in tuner.cache}
+    assert tuner.opening_config() == {"block_rows": 8, "tile": 32}  # the sweep's first: no simulated "fastest"
+    box = tuner.widget(x_parameter="block_rows")
+    assert box.tuner_controls["tile"].value == 32 and box.tuner_controls["block_rows"].value == 8
+    plt.close("all")
+
+
+def test_counts_read_in_the_right_number():
+    assert widgets.counted(1, "value") == "1 value" and widgets.counted(3, "value") == "3 values"
+    assert widgets.describe_config({"threads_per_block": 256, "variant": "naive"}) == "threads per block 256, variant naive"
+    tuner = widgets.Tuner(lambda **c: (lambda: None), 1e6, {"threads_per_block": [32]}, repeat=1, warmup=0)
+    tuner.sweep("threads_per_block")
+    assert tuner.sweep_summary("threads_per_block", 0) == \
+        "sweep of threads per block: the value was measured before (cached), so the plot shows it already"
+    assert tuner.sweep_summary("threads_per_block", 1) == "sweep of threads per block: 1 value measured now"
+
+
+def test_the_sizes_command_fits_a_terminal():
+    """`python -m gpucourse sizes --profile T4` printed rows of 290 characters: each row now wraps under 100."""
+    import subprocess
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "gpucourse", "sizes", "--profile", "T4"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert any(line.startswith("ch3_transpose ") for line in lines) and "    why: beyond L2" in done.stdout
+    assert "    what the size counts: (rows, columns)" in done.stdout
+
+
+def test_tables_keep_one_number_format():
+    from gpucourse.report import Table
+
+    row = [Table._cell(v) for v in (0.5971, 1948.4, 15580.2, 100878.7, 107200.0, 2.7e9, 3.5e-5)]
+    assert row == ["0.5971", "1948", "15580", "100879", "107200", "2.700e+09", "3.5e-05"]
+
+
+def test_the_simulators_thread_ids_read_as_words():
+    """1.3's guarded run named the failing thread as `tid=[39, 0, 0] ctaid=[1, 0, 0]`: now 'thread 39 of block 1'."""
+    from gpucourse.checks.launches import index_problem
+
+    error = IndexError("tid=[39, 0, 0] ctaid=[1, 0, 0]: index 103 is out of bounds for axis 0 with size 100")
+    assert index_problem(error, "HINT") == ("the kernel indexed outside an array (thread 39 of block 1: index 103 is out of bounds "
+                                            "for axis 0 with size 100). HINT")
+    two_d = IndexError("tid=[3, 2, 0] ctaid=[1, 4, 0]: index 9 is out of bounds")
+    assert "thread (3, 2, 0) of block (1, 4, 0)" in index_problem(two_d, "")
+    assert index_problem(IndexError("index 5 is out of bounds"), "HINT") == "the kernel indexed outside an array (index 5 is out of bounds). HINT"
+
+
+def test_opening_and_saving_a_notebook_changes_nothing_in_git():
+    """Every notebook is stored as Jupyter writes it, with the language_info a kernel reports (its Python version aside,
+    which `./course lab` leaves out when it saves): opening and saving an unchanged notebook is no change in git."""
+    import nbformat
+    from conftest import ROOT
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        client.kernel_info()
+        reported = client.get_shell_msg(timeout=60)["content"]["language_info"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    expected = {key: value for key, value in reported.items() if key != "version"}
+    notebooks = sorted([*ROOT.glob("chapters/*/*.ipynb"), *ROOT.glob("solutions/*.ipynb"), *ROOT.glob("exercises/*.ipynb")])
+    assert len(notebooks) > 40
+    for path in notebooks:
+        text = path.read_text(encoding="utf-8")
+        notebook = nbformat.reads(text, as_version=4)
+        assert notebook.metadata.get("language_info") == expected, f"{path.relative_to(ROOT)}: {notebook.metadata.get('language_info')}"
+        notebook.metadata["language_info"] = {**expected, "version": reported["version"]}  # what JupyterLab sets on opening
+        saved = json.loads(nbformat.writes(notebook))  # what the server writes ...
+        saved["metadata"]["language_info"].pop("version")  # ... after ./course lab's hook
+        assert json.dumps(saved, indent=1, sort_keys=True, ensure_ascii=False) + "\n" == text, f"{path.relative_to(ROOT)} changes on a save"
+    hook = (ROOT / "course").read_text()
+    assert "c.ContentsManager.pre_save_hook = _without_python_version" in hook and 'info.pop("version", None)' in hook

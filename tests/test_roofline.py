@@ -137,3 +137,18 @@ def test_roofline_widget_measures_each_value_once():
     np.testing.assert_allclose(gpucourse.to_host(y), metrics.intensity_reference(gpucourse.to_host(x), steps_list[1]),
                                rtol=1e-5, atol=1e-6)
     plt.close("all")
+
+
+def test_a_point_above_the_roof_is_a_wrong_count():
+    """On a GPU no kernel beats the roof: a point above it (by more than the noise of the measured roof) raises, saying why."""
+    fine = roofline.RooflinePoint("copy-like", 1e6, 8e6, 8e6 / 3000e9 * 1e3 / 1.05)  # 5 % above a measured roof: noise
+    assert roofline.roofline_data(ROOF, [fine]).points[0]["fraction_of_roof"] == pytest.approx(1.05)
+    wrong = roofline.RooflinePoint("bytes from L2", 1e6, 8e6, 8e6 / 3000e9 * 1e3 / 2)  # twice the copy's rate
+    with pytest.raises(ValueError, match=r"2\.00 times the roof there .* a count is wrong: bytes counted that never reach"):
+        roofline.roofline_data(ROOF, [wrong])
+    simulated = roofline.Roof(5.5, 1e-4, simulated=True)  # the simulator's "roof" is a host copy: its points are not checked
+    data = roofline.roofline_data(simulated, [wrong])
+    ax = roofline.plot_roofline(data)
+    assert ax.get_ylabel() == "" and [line.get_xdata()[0] for line in ax.get_lines()] == [wrong.intensity]  # the intensity only
+    assert "not measured in the simulator" in " ".join(t.get_text() for t in ax.texts)
+    plt.close("all")

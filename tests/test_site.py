@@ -67,6 +67,8 @@ SIMULATOR_DONTS = {
                             r"|\d(?:\.\d+)?x (?:faster|slower|as long)|\d ?x the |\d% of the (?:best|copy)"),
     "a size of nothing": re.compile(r"(?<![\d.])0(?:\.0+)? (?:MiB|MB|GiB|GB)(?![/\w])"),
     "internal words": re.compile(r"the acceptance asks"),
+    # a figure's words (gpucourse.plotting.describe_figure, the page's alt text): a simulator plot has no rate axis
+    "a rate axis": re.compile(r"[(;] ?y: [^;)]*(?:GB/s|GFLOP/s|MB/s)"),
 }
 
 
@@ -108,7 +110,7 @@ def simulator_problems(notebook: dict) -> list[str]:
             continue
         text = output_text(cell)
         for line in text.splitlines():
-            if line.lstrip().startswith("<"):
+            if line.lstrip().startswith("<") and not line.lstrip().startswith("<Figure: "):
                 continue  # HTML: its tables are read below, its text is also in text/plain
             line = re.sub(r"book[^;|]*", "", line)  # the book's own figures and verdicts are quoted, not drawn here
             problems += [f"cell {number}: {what}: {line.strip()[:160]}" for what, pattern in SIMULATOR_DONTS.items() if pattern.search(line)]
@@ -124,12 +126,16 @@ def test_the_scan_finds_what_a_simulator_must_not_show():
                    "This device, with fast math: math-bound: math alone takes 263%", "9^3 float32:      0.0 MiB per array",
                    "solve / two FFTs: 764.230 GPU time; the acceptance asks at most 1.5.", "GB/s 0.000191 GB/s")
     assert len(simulator_problems(bad)) == 7
+    axis = notebook("<Figure: Numba copy: bandwidth against threads per block (x: threads per block; y: effective bandwidth (GB/s))>")
+    assert simulator_problems(axis) == ["cell 0: a rate axis: <Figure: Numba copy: bandwidth against threads per block (x: threads per "
+                                        "block; y: effective bandwidth (GB/s))>"]
     table = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "execute_result", "data": {"text/html": (
         "<table><thead><tr><th>kernel</th><th>C2050 (book)</th><th>simulator GB/s</th><th>fraction of copy</th></tr></thead><tbody>"
         "<tr><td>naive</td><td>18.5</td><td>1.504e-05</td><td>—</td></tr><tr><td>book: CUF</td><td>7.37</td><td>3</td><td>—</td></tr>"
         "</tbody></table>")}}]}]}
     assert simulator_problems(table) == ["cell 0: a rate in a table: simulator GB/s = 1.504e-05"]
-    good = notebook("x walks rows: 437.9 ms, GB/s not measured in the simulator [simulator wall clock]",
+    good = notebook("<Figure: Copies (x: none; y: none; effective bandwidth: not measured in the simulator)>",
+                    "x walks rows: 437.9 ms, GB/s not measured in the simulator [simulator wall clock]",
                     "book C2050: math-bound; book K20: memory-bound", "9^3 float32: 2.85 KiB per array", "launch-bound or not: not measured",
                     "A host memory copy of 64 MiB moved 14.3 GB/s (host memory, not a GPU figure).")
     assert simulator_problems(good) == []
@@ -189,11 +195,17 @@ def test_link_check_reports_broken_files_and_anchors(tmp_path):
 GPU_MARKER = "output recorded on the GPU of the fixture record"
 
 
+OCCUPANCY_WARNING = ("SITE/numba_cuda/numba/cuda/dispatcher.py:748: NumbaPerformanceWarning: \x1b[1mGrid size 1 will likely result "
+                     "in GPU under-utilization due to low occupancy.\x1b[0m\n  warn(errors.NumbaPerformanceWarning(msg))\n")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def make_records(folder: Path, executed: Path, stale: Path | None = None) -> Path:
     """A measurements/ folder holding one recorded GPU run made of the executed copies in `executed`, and a then-and-now report.
 
-    Each copy's first code cell shows a GPU's banner and GPU_MARKER; the copy of `stale` (a chapter notebook)
-    is given older code, so that its page must fall back to the simulator build.
+    Each copy's first code cell shows a GPU's banner, GPU_MARKER and Numba's low-occupancy warning, and its widgets
+    only their repr (as tools/gpu_ci.py files a record); the copy of `stale` (a chapter notebook) is given older code,
+    so that its page must fall back to the simulator build.
     """
     from gpucourse import thenandnow
     from gpucourse.thenandnow import core, render
@@ -203,7 +215,13 @@ def make_records(folder: Path, executed: Path, stale: Path | None = None) -> Pat
     for copy in sorted((run / "executed").glob("*/*.ipynb")):
         notebook = json.loads(copy.read_text())
         first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
-        first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"GPU MODE: kernels run on NVIDIA H200.\n{GPU_MARKER}\n"}]
+        first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"GPU MODE: kernels run on NVIDIA H200.\n{GPU_MARKER}\n"},
+                            {"output_type": "stream", "name": "stderr", "text": OCCUPANCY_WARNING}]  # as a GPU's banner had it
+        notebook.get("metadata", {}).pop("widgets", None)  # as tools/gpu_ci.py files a record: no widget state, the widget's repr kept
+        for cell in notebook["cells"]:
+            for out in cell.get("outputs", []):
+                if WIDGET_VIEW in (out.get("data") or {}):
+                    del out["data"][WIDGET_VIEW]
         if stale is not None and copy.name == stale.name and copy.parent.name == stale.parent.name:
             first["source"] = "print('older code')"
         copy.write_text(json.dumps(notebook))
@@ -353,3 +371,73 @@ def test_a_page_takes_the_newest_record_that_holds_it(tmp_path):
     pages = site.sources(site.chapters(root), found, None, "measurements/README.md")
     assert pages[root / "chapters" / "04_y" / "01_c.ipynb"].executed.is_relative_to(found[0].executed)
     assert pages[root / "chapters" / "01_x" / "01_a.ipynb"].executed.is_relative_to(found[1].executed)
+
+
+# -- what a newcomer met on the website (issue 29) ---------------------------------------------------------
+def test_part_titles_are_spelled_as_the_readme_spells_them():
+    titles = [site.chapter_title(chapter) for chapter, _ in site.chapters()]
+    assert "4. Multi-GPU programming" in titles and "5. Monte Carlo" in titles and "7. FFT" in titles
+    assert not any(re.search(r"Multi gpu|Monte carlo|Fft\b", title) for title in titles), titles
+    assert site.chapter_title(Path("08_cuda_graphs_and_mpi"), Path("/nowhere")) == "8. CUDA graphs and MPI"  # not in a README
+
+
+def test_numba_low_occupancy_warnings_stay_off_the_pages():
+    warning = OCCUPANCY_WARNING
+    notebook = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "stream", "name": "stderr", "text": warning},
+        {"output_type": "stream", "name": "stderr", "text": [warning, "a real problem\n"]},
+        {"output_type": "stream", "name": "stdout", "text": "GPU MODE\n"}]}]}
+    outputs = site.without_occupancy_warnings(notebook)["cells"][0]["outputs"]
+    assert [out["text"] for out in outputs] == ["a real problem\n", "GPU MODE\n"]
+
+
+def test_a_widget_without_its_state_shows_a_note_not_its_repr(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("book_render", ROOT / "book" / "theme" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    monkeypatch.setattr(render, "OUT", tmp_path)  # where the page's images go
+    page = render.Page({}, {})
+    for shown in ("VBox(children=(HTML(value=''), SelectionSlider(options=(32, 64)",
+                  "HBox(children=(IntProgress(value=0, description='report', max=2), Label(value='starting ...')))"):
+        html = page.mime({"text/plain": shown})
+        assert "children=" not in html and "runs when the notebook is open in JupyterLab" in html
+    assert page.mime({"text/plain": "Report(meta={})"}) == '<pre class="output">Report(meta={})</pre>'
+    figure = page.mime({"image/png": "iVBORw0KGgo=", "text/plain": "<Figure: Roofline (x: intensity; y: GFLOP/s)>"})
+    assert 'alt="Figure: Roofline (x: intensity; y: GFLOP/s)"' in figure
+
+
+def test_records_that_share_a_title_are_told_apart(tmp_path):
+    for name in ("2026-11-22_h100_validation_a", "2026-11-22_h100_validation_b"):
+        (tmp_path / f"{name}.md").write_text("# Course validation, 2026-11-22\n\ntext\n")
+    (tmp_path / "gpu_ci" / "2026-11-25_h200_c454f6d").mkdir(parents=True)
+    (tmp_path / "gpu_ci" / "2026-11-25_h200_c454f6d" / "gpu_ci.md").write_text("# GPU CI record, 2026-11-25\n")
+    (tmp_path / "gpu_ci" / "2026-11-25_h200").mkdir(parents=True)
+    (tmp_path / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.md").write_text("# GPU CI record, 2026-11-25\n")
+    (tmp_path / "ch2.md").write_text("# Chapter 2\n")
+    files = ["2026-11-22_h100_validation_a.md", "2026-11-22_h100_validation_b.md", "gpu_ci/2026-11-25_h200_c454f6d/gpu_ci.md",
+             "gpu_ci/2026-11-25_h200/gpu_ci.md", "ch2.md"]
+    site.distinct_titles(tmp_path, files)
+    assert [site.markdown_title(tmp_path / f) for f in files] == [
+        "Course validation, 2026-11-22 (H100 validation a)", "Course validation, 2026-11-22 (H100 validation b)",
+        "GPU CI record, 2026-11-25 (H200 c454f6d)", "GPU CI record, 2026-11-25 (H200)", "Chapter 2"]
+
+
+def page_texts(out: Path) -> dict[str, str]:
+    """Each page of a built site as the text a reader sees (tags dropped), by file name."""
+    return {page.name: re.sub(r"<[^>]+>", " ", page.read_text(encoding="utf-8")) for page in sorted(out.glob("*.html"))}
+
+
+def test_the_site_shows_no_widget_repr_no_warning_and_renders_the_records(built):
+    """No page shows a widget's repr or Numba's warning; the records the README links to are pages; titles are distinct."""
+    texts = page_texts(built)
+    assert not [name for name, text in texts.items() if re.search(r"\b(?:V|H)Box\(children=|NumbaPerformanceWarning", text)]
+    pages = json.loads((built / "pages.json").read_text())
+    for record in ("/measurements/gpu_ci/2026-11-25_h200/gpu_ci.md", "/measurements/thenandnow/report.md"):
+        assert record in pages and pages[record].endswith(".html"), f"{record} is no page"
+    index = (built / "index.html").read_text(encoding="utf-8")
+    assert 'href="measurements/thenandnow/report.md"' not in index and 'gpu_ci/2026-11-25_h200/gpu_ci.md"' not in index
+    assert not list(built.rglob("gpu_ci.md")) and not list(built.rglob("report.md"))  # no raw Markdown published
+    titles = [re.search(r"<h1>(.*?)</h1>", (built / page).read_text(encoding="utf-8")).group(1) for page in pages.values()]
+    assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
+    nav = re.search(r'<nav class="sidebar">(.*?)</nav>', index, re.S).group(1)
+    assert "Multi-GPU" in nav and "Monte Carlo" in nav and "FFT" in nav and "Multi gpu" not in nav

@@ -91,13 +91,13 @@ def test_sweep_series_best_and_table(copy_arrays):
     if mode.is_simulator():  # simulated times: the time, labelled, and no GB/s or fraction of a ceiling
         assert table.headers[3:] == ["simulator time (ms)"] and "GB/s not measured in the simulator" in table.notes[0]
         assert table.rows[0][3] == tuner.cache[(("access_bytes", 4), ("elements_per_thread", 1), ("threads_per_block", 32))].timing.median_ms
-        assert tuner.describe(best).startswith("copy {") and "ms of simulator wall clock; GB/s not measured in the simulator" in \
-            tuner.describe(best)
+        assert tuner.describe(best).startswith("copy, threads per block ") and "ms of simulator wall clock; GB/s not measured in the " \
+            "simulator" in tuner.describe(best) and "{" not in tuner.describe(best)
         assert not re.search(r"\d GB/s", tuner.describe(best) + str(table))
     else:
         assert table.headers[-1] == "fraction of copy"
         assert table.rows[0][-1] == pytest.approx(table.rows[0][-2] / 3000.0)
-        assert tuner.describe(best).startswith("copy {") and "of the measured copy" in tuner.describe(best)
+        assert tuner.describe(best).startswith("copy, threads per block ") and "of the measured copy" in tuner.describe(best)
     with pytest.raises(KeyError, match="another parameter"):
         tuner.series_by("threads_per_block", "threads_per_block")
     with pytest.raises(ValueError, match="nothing measured"):
@@ -143,12 +143,18 @@ def test_plot_draws_lines_ceilings_and_marks(copy_arrays, tmp_path):
     tuner.sweep("threads_per_block", elements_per_thread=1, access_bytes=4)
     tuner.sweep("threads_per_block", elements_per_thread=4, access_bytes=4)
     ax = tuner.plot("threads_per_block", by="elements_per_thread", highlight={"threads_per_block": 32}, access_bytes=4)
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert "copy, elements per thread = 1" in labels and "copy, elements per thread = 4" in labels
-    assert "theoretical peak 3352 GB/s" in labels and "measured copy 3000 GB/s" in labels and "current" in labels
-    assert ax.get_xlabel() == "threads per block" and ax.get_ylim()[0] == 0
-    marked = any("simulator" in text.get_text() for text in ax.texts)
-    assert marked == mode.is_simulator()
+    assert ax.get_xlabel() == "threads per block"
+    if mode.is_simulator():  # no GB/s axis, no curve of Python threads' rates: a row of dots per line where configurations ran
+        assert ax.get_ylabel() == "" and [t.get_text() for t in ax.get_yticklabels()] == ["copy, elements per thread = 1",
+                                                                                        "copy, elements per thread = 4"]
+        assert {tuple(line.get_ydata()) for line in ax.get_lines()} == {(0, 0), (1, 1), (0,)}  # two rows and the star
+        assert plotting.is_simulator_plot(ax) and "not measured in the simulator" in ax.texts[0].get_text()
+        assert "GB/s" not in " ".join(t.get_text() for t in ax.texts) + ax.get_ylabel()
+    else:
+        labels = [line.get_label() for line in ax.get_lines()]
+        assert "copy, elements per thread = 1" in labels and "copy, elements per thread = 4" in labels
+        assert "theoretical peak 3352 GB/s" in labels and "measured copy 3000 GB/s" in labels and "current" in labels
+        assert ax.get_ylim()[0] == 0 and not plotting.is_simulator_plot(ax)
     png = tmp_path / "tuner.png"
     ax.figure.savefig(png, dpi=60)
     assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
@@ -187,9 +193,9 @@ def test_sweep_button_says_what_it_did(copy_arrays, capsys):
     capsys.readouterr()
     box.tuner_sweep.click()  # measures 64 (outside a notebook the Output area's prints reach stdout)
     assert tuner.calls_made == 2
-    assert "sweep of threads_per_block: 1 value(s) measured now, 1 taken from the cache" in capsys.readouterr().out
+    assert "sweep of threads per block: 1 value measured now, 1 taken from the cache" in capsys.readouterr().out
     box.tuner_sweep.click()  # nothing left to measure
     again = capsys.readouterr().out.strip().splitlines()[-1]
     assert tuner.calls_made == 2
-    assert again == "sweep of threads_per_block: all 2 value(s) were measured before (cached), so the plot shows them already"
+    assert again == "sweep of threads per block: all 2 values were measured before (cached), so the plot shows them already"
     plt.close("all")

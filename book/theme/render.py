@@ -7,7 +7,8 @@ the files a page refers to), and BUILD_DIRECTORY, where the site goes. Every pag
 from a plain folder, a static host, or a file:// URL. Python's standard library only.
 
 Notebook outputs are shown as they were stored in the executed notebook; an ipywidgets widget is
-shown as the snapshot its state holds (its text and the plot its Output area held), marked as such.
+shown as the snapshot its state holds (its text and the plot its Output area held), marked as such,
+or, where no state was stored, as a note that it runs in JupyterLab (never as its Python repr).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ HERE = Path(__file__).resolve().parent
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+#: The text an ipywidgets widget leaves when its state is not stored: its repr, "VBox(children=(HTML(value=''), ...".
+WIDGET_REPR = re.compile(r"^\s*(?:\w*Box|\w*Slider|\w*Progress|Dropdown|Button|HTML|HTMLMath|Label|Output|Tab|Accordion)"
+                         r"\((?:children=|value=|description=|options=|layout=|outputs=|\))")
+WIDGET_FALLBACK = ('<div class="widget"><p class="widget-note">An interactive widget: it runs when the notebook is open in '
+                   "JupyterLab (this record kept no snapshot of it).</p></div>")
 
 
 def fetch(path: str) -> bytes:
@@ -216,15 +222,20 @@ class Page:
             if model_id in self.widgets:
                 return ('<div class="widget"><p class="widget-note">Interactive widget: a snapshot of its state when the '
                         f'notebook ran. Open the notebook in JupyterLab to use it.</p>{self.widget(model_id)}</div>')
+            return WIDGET_FALLBACK  # never its repr
+        if set(data) <= {"text/plain"} and "text/plain" in data and WIDGET_REPR.match(content("text/plain")):
+            return WIDGET_FALLBACK  # a widget whose view and state a record dropped: its repr is no output to read
+        described = content("text/plain") if "text/plain" in data else ""
+        alt = esc(described[1:-1] if described.startswith("<Figure: ") else "plot")  # gpucourse's words for a figure
         for key in ("image/svg+xml", "image/png", "image/jpeg", "image/gif"):
             if key in data:
                 value = data[key]
                 if isinstance(value, dict) and value.get("path"):
-                    return f'<img class="output" src="{esc(self.href(value["path"]))}" alt="plot">'
+                    return f'<img class="output" src="{esc(self.href(value["path"]))}" alt="{alt}">'
                 if key == "image/svg+xml":
                     return f'<div class="output">{content(key)}</div>'
                 name = self.image_file(content(key), "." + key.split("/")[1])
-                return f'<img class="output" src="{esc(name)}" alt="plot">'
+                return f'<img class="output" src="{esc(name)}" alt="{alt}">'
         if "text/html" in data:
             return f'<div class="output html">{content("text/html")}</div>'
         if "text/markdown" in data:

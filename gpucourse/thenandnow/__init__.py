@@ -96,8 +96,9 @@ def run(only: list[int] | None = None, repeat: int | None = None, progress: bool
     meta = {
         "device": ctx.device.name, "simulated": ctx.simulated, "date": time.strftime("%Y-%m-%d %H:%M"),
         "ceilings": str(ctx.ceilings), "python": platform.python_version(), "versions": _versions(),
-        "driver CUDA version": ctx.device.driver_cuda_version,
     }
+    if ctx.device.driver_cuda_version is not None:  # the simulator has no driver: no line saying "None"
+        meta["driver CUDA version"] = ctx.device.driver_cuda_version
     report = Report(meta)
     for plan in chosen:
         started = time.perf_counter()

@@ -44,7 +44,7 @@ def sections(report: chapter2.BenchReport, ctx: Context) -> list[Section]:
     ceilings.rows.append(Row("device-to-device copy (the practical ceiling)", [], None if ctx.simulated else report.ceilings.copy_gbs, unit,
                              ctx.fraction(report.ceilings.copy_gbs), anchor="cudaMemcpyAsync device to device"))
     tpb, best = report.best_copy
-    ceilings.rows.append(Row(f"simple copy kernel at its best block size (Table 2.1); here {tpb} threads per block",
+    ceilings.rows.append(Row("simple copy kernel at its best block size (Table 2.1)" + ("" if ctx.simulated else f"; here {tpb} threads per block"),
                              cells("ch2_tab2_1_copy_eccoff_C870", "ch2_tab2_1_copy_eccoff_C1060", "ch2_tab2_1_copy_eccon_C2050",
                                    "ch2_tab2_1_copy_eccon_K20"), best, unit, ctx.fraction(best),
                              anchor=None if report.same_size_memcpy_gbs is None else
