@@ -1,0 +1,176 @@
+"""The course on the software learners have: the CUDA 12 stack as a notebook service installs it, every GPU class's limits.
+
+The CUDA 12 environment is made once and kept (tools/stack_venv.py: docs/notebook_services.md's install cell, run in a
+fresh virtual environment with the driver reporting CUDA 12; CI makes it before the tests). Nothing here needs a GPU:
+NVVM, NVRTC and ptxas compile for a named architecture without one. On a GPU machine, the compile test runs with the
+course's own environment instead: GPUCOURSE_COMPILE_PYTHON=.venv/bin/python (README, "Running the tests on a GPU machine").
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import stack_venv  # noqa: E402  (tools/ is not a package)
+
+from gpucourse import architectures  # noqa: E402
+from gpucourse.kernels import _module_kernels, course_kernels, cuda_c_sources  # noqa: E402
+
+FIRST_NOTEBOOK = ROOT / "chapters" / "01_introduction" / "01_first_kernels.ipynb"
+
+
+@pytest.fixture(scope="module")
+def stack_python() -> Path:
+    return stack_venv.ensure(ROOT, log=lambda *_: None)
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without the course's mode, Numba's switches and any path to the checkout."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCOURSE_", "NUMBA_", "PYTHONPATH", "VIRTUAL_ENV"))}
+    environment.update(extra)
+    return environment
+
+
+def run_in(python: Path, code: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd, env=clean_environment(**extra), timeout=900)
+
+
+def test_the_cuda12_stack_has_no_cuda13_package(stack_python, tmp_path):
+    listed = subprocess.run([str(stack_python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True)
+    versions = {p["name"].lower(): p["version"] for p in json.loads(listed.stdout)}
+    assert {"numba-cuda", "cupy-cuda12x", "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
+    assert not [name for name in versions if name.endswith("cu13") or name == "cupy-cuda13x"]
+    assert versions["cuda-bindings"].startswith("12.")
+    # the course came in as a package (not editable), from a copy of the repository: its files are in the environment
+    where = run_in(stack_python, "import gpucourse, importlib.metadata as m; print(gpucourse.__file__); "
+                   "print(m.distribution('gpucourse').read_text('direct_url.json'))", tmp_path)
+    assert where.returncode == 0, where.stderr
+    location, direct_url = where.stdout.split("\n", 1)
+    assert Path(location).is_relative_to(stack_python.parent.parent)
+    assert '"editable": true' not in direct_url
+    data = run_in(stack_python, "import importlib.resources as r; print(r.files('gpucourse').joinpath('data/book_figures.csv').is_file())",
+                  tmp_path)
+    assert data.stdout.strip() == "True", data.stderr
+
+
+def notebook_imports() -> dict[str, set[str]]:
+    """What the chapter, solution and exercise notebooks import: module -> names taken from it ('' for the module)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted([*ROOT.glob("chapters/*/*.ipynb"), *ROOT.glob("solutions/*.ipynb"), *ROOT.glob("exercises/*.ipynb")]):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            code = "\n".join(line for line in "".join(cell["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        found.setdefault(alias.name, set()).add("")
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    found.setdefault(node.module, set()).update(alias.name for alias in node.names)
+    return found
+
+
+IMPORT_ALL = """
+import importlib, json, sys
+import gpucourse
+missing = []
+for module, names in json.loads(sys.argv[1]).items():
+    imported = importlib.import_module(module)
+    for name in filter(None, names):
+        if not hasattr(imported, name):
+            try:
+                importlib.import_module(f"{module}.{name}")
+            except ImportError:
+                missing.append(f"{module}.{name}")
+print(gpucourse.MODE, missing)
+"""
+
+
+def test_everything_the_notebooks_import_imports(stack_python, tmp_path):
+    imports = notebook_imports()
+    assert {"cupy", "cupyx.scipy.fft", "numba.cuda", "gpucourse.kernels"} <= set(imports)
+    payload = json.dumps({module: sorted(names) for module, names in imports.items()})
+    result = subprocess.run([str(stack_python), "-c", IMPORT_ALL, payload], capture_output=True, text=True, cwd=tmp_path,
+                            env=clean_environment(), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    mode, missing = result.stdout.strip().split(" ", 1)
+    assert missing == "[]"
+    assert mode in ("gpu", "simulator")
+
+
+def test_the_registry_lists_every_kernel():
+    listed = {id(case.kernel) for case in course_kernels()}
+    assert [name for name, kernel in _module_kernels() if id(kernel) not in listed] == []
+    names = [case.name for case in course_kernels()] + [source.name for source in cuda_c_sources()]
+    assert len(names) == len(set(names))
+    for source in cuda_c_sources():
+        for entry in source.entries:
+            assert f'__global__ void {entry}(' in source.code, (source.name, entry)
+
+
+@pytest.fixture(scope="module")
+def compile_report(request, tmp_path_factory) -> dict:
+    """tools/compile_kernels.py's report, from GPUCOURSE_COMPILE_PYTHON's environment, else the CUDA 12 stack's."""
+    given = os.environ.get("GPUCOURSE_COMPILE_PYTHON")
+    python = Path(given) if given else request.getfixturevalue("stack_python")
+    out = tmp_path_factory.mktemp("compile") / "report.json"
+    result = subprocess.run([str(python), str(ROOT / "tools" / "compile_kernels.py"), "--json", str(out)], capture_output=True, text=True,
+                            cwd=out.parent, env=clean_environment(), timeout=1800)
+    assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    report["output"] = result.stdout
+    return report
+
+
+def test_every_kernel_compiles_and_fits_every_gpu_class(compile_report):
+    print(compile_report["output"])
+    assert compile_report["failures"] == []
+    assert compile_report["not_in_this_toolkit"] == [] or set(compile_report["not_in_this_toolkit"]) <= {"sm_100", "sm_120"}
+    assert set(compile_report["architectures"]) >= {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90"}
+    compiled = {(row["name"], row["arch"]) for row in compile_report["kernels"] if "entries" in row}
+    every = {case.name for case in course_kernels()} | {source.name for source in cuda_c_sources()}
+    assert compiled == {(name, arch) for name in every for arch in compile_report["architectures"]}
+
+
+def test_the_t4_needs_no_hopper_feature(compile_report):
+    # the same PTX assembles for the T4: no instruction of a later architecture (cp.async, clusters, TMA) in any kernel
+    t4 = [row for row in compile_report["kernels"] if row["arch"] == "sm_75"]
+    assert t4 and all("entries" in row for row in t4)
+    assert architectures.ARCHITECTURES["sm_75"].ldg  # the read-only loads of chapter 3's CUDA C (__ldg) exist on every class
+
+
+def test_the_table_and_its_checks():
+    t4, h100 = architectures.ARCHITECTURES["sm_75"], architectures.ARCHITECTURES["sm_90"]
+    light = architectures.Resources(registers=32, static_shared_bytes=0, local_bytes=0, spill_bytes=0)
+    assert architectures.check_launch(t4, light, 1024) == []
+    heavy = architectures.Resources(registers=72, static_shared_bytes=0, local_bytes=0, spill_bytes=0)
+    assert any("registers" in p for p in architectures.check_launch(h100, heavy, 1024))  # 72 x 32, rounded up, x 32 warps > 65536
+    assert architectures.check_launch(h100, heavy, 512) == []
+    tile = architectures.Resources(registers=32, static_shared_bytes=40 * 1024, local_bytes=0, spill_bytes=0)
+    assert any("shared memory" in p for p in architectures.check_launch(t4, tile, 256, dynamic_shared_bytes=16 * 1024))
+    assert architectures.architecture((8, 7)) == architectures.ARCHITECTURES["sm_86"]
+    with pytest.raises(KeyError):
+        architectures.architecture((6, 0))
+
+
+def test_the_first_notebook_runs_from_a_folder_outside_the_repository(stack_python, tmp_path):
+    notebook = tmp_path / "elsewhere" / FIRST_NOTEBOOK.name
+    notebook.parent.mkdir()
+    notebook.write_bytes(FIRST_NOTEBOOK.read_bytes())
+    code = ("import nbformat, nbclient, sys\n"
+            "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+            "nbclient.NotebookClient(nb, timeout=600, kernel_name='python3', resources={'metadata': {'path': sys.argv[2]}}).execute()\n"
+            "first = next(c for c in nb.cells if c.cell_type == 'code')\n"
+            "print(''.join(o.get('text', '') + o.get('data', {}).get('text/plain', '') for o in first.outputs))\n")
+    result = subprocess.run([str(stack_python), "-c", code, str(notebook), str(notebook.parent)], capture_output=True, text=True,
+                            cwd=notebook.parent, env=clean_environment(GPUCOURSE_MODE="simulator"), timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "SIMULATOR MODE" in result.stdout
