@@ -8,7 +8,18 @@ A kernel made by a factory (a tile size compiled in) appears once per shape the 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
+
+from .. import mode as _mode
+
+if _mode.is_simulator():
+    # numba-cuda's numba.cuda.random jits its host helpers with nopython=False when the simulator is on, and Numba >= 0.59
+    # warns about that keyword (a NumbaDeprecationWarning a learner would see under the first cell that imports the
+    # generators). The cause is in numba-cuda; the course imports the module here, once, with only that warning hidden.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The keyword argument 'nopython=False' was supplied", module="numba.core.decorators")
+        import numba.cuda.random  # noqa: F401
 
 
 @dataclass(frozen=True)
