@@ -2,8 +2,10 @@
 
 The CUDA 12 environment is made once and kept (tools/stack_venv.py: docs/notebook_services.md's install cell, run in a
 fresh virtual environment with the driver reporting CUDA 12; CI makes it before the tests). Nothing here needs a GPU:
-NVVM, NVRTC and ptxas compile for a named architecture without one. On a GPU machine, the compile test runs with the
-course's own environment instead: GPUCOURSE_COMPILE_PYTHON=.venv/bin/python (README, "Running the tests on a GPU machine").
+NVVM, NVRTC and ptxas compile for a named architecture without one. On a machine in GPU mode (the GPU machine reaches
+no package index) the same tests check the course's own environment, the one `./course` installed, instead:
+`.venv/bin/python -m pytest -p no:xdist tests/test_stack.py` there compiles every kernel with its CUDA 13 wheels.
+GPUCOURSE_STACK_PYTHON names another environment to check.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 import stack_venv  # noqa: E402  (tools/ is not a package)
 
+import gpucourse  # noqa: E402
 from gpucourse import architectures  # noqa: E402
 from gpucourse.kernels import _module_kernels, course_kernels, cuda_c_sources  # noqa: E402
 
@@ -29,7 +32,17 @@ FIRST_NOTEBOOK = ROOT / "chapters" / "01_introduction" / "01_first_kernels.ipynb
 
 @pytest.fixture(scope="module")
 def stack_python() -> Path:
+    """The environment under test: GPUCOURSE_STACK_PYTHON's; on a GPU, this one; else the cached CUDA 12 stack."""
+    if os.environ.get("GPUCOURSE_STACK_PYTHON"):
+        return Path(os.environ["GPUCOURSE_STACK_PYTHON"])
+    if gpucourse.on_gpu():
+        return Path(sys.executable)
     return stack_venv.ensure(ROOT, log=lambda *_: None)
+
+
+def made_by_the_install_cell(python: Path) -> bool:
+    """True for the environment tools/stack_venv.py made by running the install cell (with the driver saying CUDA 12)."""
+    return python.parent.parent.name.startswith("stack-") and (python.parent.parent / "ready").exists()
 
 
 def clean_environment(**extra: str) -> dict[str, str]:
@@ -39,16 +52,27 @@ def clean_environment(**extra: str) -> dict[str, str]:
     return environment
 
 
+def environment_for(python: Path, **extra: str) -> dict[str, str]:
+    """A clean environment for `python`: the checkout on its path unless the install cell put the course into it."""
+    return clean_environment(**extra) if made_by_the_install_cell(python) else clean_environment(PYTHONPATH=str(ROOT), **extra)
+
+
 def run_in(python: Path, code: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd, env=clean_environment(**extra), timeout=900)
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd, env=environment_for(python, **extra), timeout=900)
 
 
-def test_the_cuda12_stack_has_no_cuda13_package(stack_python, tmp_path):
+def test_the_stack_holds_one_cuda_major_version(stack_python, tmp_path):
     listed = subprocess.run([str(stack_python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True)
     versions = {p["name"].lower(): p["version"] for p in json.loads(listed.stdout)}
-    assert {"numba-cuda", "cupy-cuda12x", "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
-    assert not [name for name in versions if name.endswith("cu13") or name == "cupy-cuda13x"]
-    assert versions["cuda-bindings"].startswith("12.")
+    cupy = [name for name in versions if name.startswith("cupy-cuda")]
+    assert len(cupy) == 1 and "numba-cuda" in versions, sorted(versions)
+    major = cupy[0].removeprefix("cupy-cuda").removesuffix("x")  # 12 or 13
+    assert versions["cuda-bindings"].split(".")[0] == major
+    other = {"12": "13", "13": "12"}[major]
+    assert not [name for name in versions if name.endswith(f"cu{other}") or name == f"cupy-cuda{other}x"]
+    if not made_by_the_install_cell(stack_python):
+        return
+    assert major == "12" and {"nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
     # the course came in as a package (not editable), from a copy of the repository: its files are in the environment
     where = run_in(stack_python, "import gpucourse, importlib.metadata as m; print(gpucourse.__file__); "
                    "print(m.distribution('gpucourse').read_text('direct_url.json'))", tmp_path)
@@ -99,7 +123,7 @@ def test_everything_the_notebooks_import_imports(stack_python, tmp_path):
     assert {"cupy", "cupyx.scipy.fft", "numba.cuda", "gpucourse.kernels"} <= set(imports)
     payload = json.dumps({module: sorted(names) for module, names in imports.items()})
     result = subprocess.run([str(stack_python), "-c", IMPORT_ALL, payload], capture_output=True, text=True, cwd=tmp_path,
-                            env=clean_environment(), timeout=600)
+                            env=environment_for(stack_python), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     mode, missing = result.stdout.strip().split(" ", 1)
     assert missing == "[]"
@@ -117,13 +141,11 @@ def test_the_registry_lists_every_kernel():
 
 
 @pytest.fixture(scope="module")
-def compile_report(request, tmp_path_factory) -> dict:
-    """tools/compile_kernels.py's report, from GPUCOURSE_COMPILE_PYTHON's environment, else the CUDA 12 stack's."""
-    given = os.environ.get("GPUCOURSE_COMPILE_PYTHON")
-    python = Path(given) if given else request.getfixturevalue("stack_python")
+def compile_report(stack_python, tmp_path_factory) -> dict:
+    """tools/compile_kernels.py's report, run in the environment under test."""
     out = tmp_path_factory.mktemp("compile") / "report.json"
-    result = subprocess.run([str(python), str(ROOT / "tools" / "compile_kernels.py"), "--json", str(out)], capture_output=True, text=True,
-                            cwd=out.parent, env=clean_environment(), timeout=1800)
+    result = subprocess.run([str(stack_python), str(ROOT / "tools" / "compile_kernels.py"), "--json", str(out)], capture_output=True,
+                            text=True, cwd=out.parent, env=environment_for(stack_python), timeout=1800)
     assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text())
     report["output"] = result.stdout
@@ -184,7 +206,7 @@ def test_the_first_notebook_runs_from_a_folder_outside_the_repository(stack_pyth
             "first = next(c for c in nb.cells if c.cell_type == 'code')\n"
             "print(''.join(o.get('text', '') + o.get('data', {}).get('text/plain', '') for o in first.outputs))\n")
     result = subprocess.run([str(stack_python), "-c", code, str(notebook), str(notebook.parent)], capture_output=True, text=True,
-                            cwd=notebook.parent, env=clean_environment(GPUCOURSE_MODE="simulator"), timeout=900)
+                            cwd=notebook.parent, env=environment_for(stack_python, GPUCOURSE_MODE="simulator"), timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SIMULATOR MODE" in result.stdout
 
