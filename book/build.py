@@ -512,7 +512,8 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
     shutil.rmtree(stage_dir, ignore_errors=True)
     stage_dir.mkdir(parents=True)
     book = chapters(root)
-    toc: list[dict] = [{"file": "index.md"}, {"title": "Course", "children": [{"file": f"docs/{n}.md"} for n in ("course_map", "glossary")]}]
+    course_pages = ("course_map", "notebook_services", "glossary")
+    toc: list[dict] = [{"file": "index.md"}, {"title": "Course", "children": [{"file": f"docs/{n}.md"} for n in course_pages]}]
     for chapter, notebooks in book:
         children = []
         for source in notebooks:

@@ -34,6 +34,11 @@ class LaunchCost:
     note: str
 
 
+# The copy in CUDA C, launched through CuPy beside Numba's launch paths
+COPY_CUDA_C = r'''extern "C" __global__ void copy(float* out, const float* inp, long long n)
+{ long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) out[i] = inp[i]; }'''
+
+
 def _ways(elements: int) -> list[tuple[str, Callable[[], object], int, str]]:
     """(name, function issuing one call, launches per call, note) for each way of launching the copy."""
     source = to_device(random_array(elements, np.float32, seed=11))
@@ -60,8 +65,7 @@ def _ways(elements: int) -> list[tuple[str, Callable[[], object], int, str]]:
     plan = metrics.copy.plan(target, source, threads)
     ways.append(("a plan: plan = metrics.copy.plan(out, inp); plan()", plan, 1, "one driver call with arguments marshalled once"))
     if mode.on_gpu():
-        raw = cupy.RawKernel(r'''extern "C" __global__ void copy(float* out, const float* inp, long long n)
-            { long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) out[i] = inp[i]; }''', "copy")
+        raw = cupy.RawKernel(COPY_CUDA_C, "copy")
         ways.append(("CuPy RawKernel (CUDA C)", lambda: raw((blocks,), (threads,), (target_cp, source_cp, np.int64(elements))), 1,
                      "CuPy's Cython launch path"))
     launches = problem_size("ch2_graph_launches")

@@ -31,9 +31,10 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300)
 
 
-# Files that take minutes (a website build that executes every chapter notebook, nbgrader, a browser):
+# Files that take minutes (a website build that executes every chapter notebook, nbgrader, a browser, every kernel
+# compiled for seven GPU classes):
 # collected first, so that pytest-xdist starts them at once and the rest runs beside them.
-SLOW_FIRST = ("test_site.py", "test_grading.py", "test_browser.py")
+SLOW_FIRST = ("test_site.py", "test_grading.py", "test_browser.py", "test_stack.py")
 
 
 def pytest_collection_modifyitems(items):

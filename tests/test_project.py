@@ -57,6 +57,19 @@ def test_environments_list_the_same_packages():
     assert {requirement_name(r) for r in gpu} == {requirement_name(r) for r in project["optional-dependencies"]["cuda13"]}
 
 
+def test_the_cuda_extras_differ_only_in_the_cuda_major_version():
+    # cuda12 and cuda13 ask for the same packages at the same versions; only the CUDA flavour of each differs
+    extras = pyproject()["optional-dependencies"]
+    for twelve, thirteen in zip(sorted(extras["cuda12"]), sorted(extras["cuda13"]), strict=True):
+        assert twelve.replace("12", "13") == thirteen
+    assert any(r.startswith("numba-cuda[cu12]") for r in extras["cuda12"]) and any(r.startswith("cupy-cuda12x") for r in extras["cuda12"])
+    # environment.yml pins conda's CUDA 12 and takes cupy and numba-cuda at the pip extra's versions
+    conda = {requirement_name(r): requirement_pins(r) for r in conda_dependencies()}
+    assert "cuda-version=12" in conda_dependencies()
+    for line in extras["cuda12"]:
+        assert conda[requirement_name(line)] == requirement_pins(line), line
+
+
 def test_pins_agree():
     pins = {requirement_name(r): requirement_pins(r) for r in pyproject()["dependencies"] + pyproject()["optional-dependencies"]["dev"]}
     for line in binder_requirements() + [r for r in conda_dependencies() if requirement_name(r) in pins]:
