@@ -320,7 +320,7 @@ SIZES: dict[str, Size] = {
     "ch4_domain_mesh": Size(gpu=Rule(square_of_1024, preferred=16, smallest=2, memory_share=0.75), simulator=(18, 16),
                             unit="(ny, nx) of the Jacobi mesh split over the GPUs (NVIDIA's multi-GPU reference: 16384 x 16384)",
                             held=lambda s: 12 * _area(s), moved=lambda s: 8 * _area(s), streamed=lambda s: 4 * _area(s)),
-    "ch4_domain_sweeps": Size(gpu=(1000, 100, 10), simulator=(4, 2, 2),
+    "ch4_domain_sweeps": Size(gpu=(100, 50, 10), simulator=(4, 2, 2),
                               unit="(sweeps timed, sweeps between residual checks, halo rows) of the split solver"),
     "ch4_domain_test_mesh": Size(gpu=(1030, 777), simulator=(23, 17), unit="(ny, nx) of the split Jacobi solver's tests"),
     "ch4_test_slice": Size(gpu=(300, 170), simulator=(5, 7), unit="(rows, columns) per part in the tests (times the parts)"),

@@ -32,6 +32,7 @@ from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebo
     first_request_example,
     float64_advice,
     float64_origin,
+    is_shared,
     race_problem,
     replayed_trace,
     sectors_per_request,
@@ -163,7 +164,7 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     where = "simulator trace" if mode.is_simulator() else "replayed in the simulator"
     if trace is None:
         access = "its reads and bank conflicts could not be judged"
-    elif any(access.array == "shared" for access in trace.accesses):
+    elif any(is_shared(access.array) for access in trace.accesses):
         access = "reads x coalesced, and each shared-memory request of a warp takes one pass (no bank conflict)"
     else:
         access = "reads x coalesced, and needs no shared memory, so no bank conflict"
