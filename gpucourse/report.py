@@ -74,7 +74,7 @@ class Table:
 
     @staticmethod
     def _cell(value: object) -> str:
-        if value is None:
+        if value is None or (isinstance(value, float) and value != value):  # None or NaN: not measured
             return "—"
         if isinstance(value, float):  # 4 significant digits, and whole numbers from 1000 on: 0.5971, 1948, 15580, never 1.558e+04
             if 1e3 <= abs(value) < 1e9:

@@ -91,6 +91,8 @@ def table_problems(html_text: str) -> list[str]:
     """'<column>: <value>' for every number in a rate or comparison column of the tables in `html_text` (the book's columns aside)."""
     problems = []
     for table in re.findall(r"<table.*?</table>", html_text, re.S):
+        if re.search(r"<caption[^>]*>.*?\bestimate\b.*?</caption>", table, re.S | re.I):
+            continue  # a model's prediction, labelled as such: no run's rate
         headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th>(.*?)</th>", table, re.S)]
         for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
             cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
@@ -441,3 +443,10 @@ def test_the_site_shows_no_widget_repr_no_warning_and_renders_the_records(built)
     assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
     nav = re.search(r'<nav class="sidebar">(.*?)</nav>', index, re.S).group(1)
     assert "Multi-GPU" in nav and "Monte Carlo" in nav and "FFT" in nav and "Multi gpu" not in nav
+
+
+def test_a_labelled_estimate_is_no_measured_rate():
+    """A model's table whose caption says it is an estimate may show speed-ups in the simulator; a measured one may not."""
+    row = "<thead><tr><th>GPUs</th><th>speed-up</th></tr></thead><tbody><tr><td>8</td><td>7.8</td></tr></tbody></table>"
+    assert table_problems("<table><caption><b>ESTIMATE (model, not measured)</b></caption>" + row) == []
+    assert table_problems("<table><caption><b>Strong scaling</b></caption>" + row) == ["speed-up = 7.8"]

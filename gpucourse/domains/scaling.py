@@ -48,11 +48,13 @@ class ScalingRun:
     one_gpu_ms_per_sweep: float
     same_bits: bool | None
     bits: str | None = None  #: fingerprint of the mesh after the checked run (scaling.digest)
+    simulated: bool = False  #: timed in the simulator: Python threads, so no speed-up is measured
+
 
     @property
     def speedup(self) -> float:
-        """One-GPU time over this run's time, both per sweep of the same total mesh (strong) or per GPU's slab (weak)."""
-        return self.one_gpu_ms_per_sweep / self.ms_per_sweep
+        """One-GPU time over this run's time, both per sweep of the same total mesh (strong) or per GPU's slab (weak); nan in the simulator."""
+        return float("nan") if self.simulated else self.one_gpu_ms_per_sweep / self.ms_per_sweep
 
     @property
     def efficiency(self) -> float:
@@ -100,7 +102,7 @@ def strong_scaling(shape: tuple[int, int], counts: Sequence[int], *, sweeps: int
             baseline, reference = ms, bits if check_bits else None
         same = (bits == reference) if check_bits else None
         runs.append(ScalingRun(gpus, tuple(shape), 1 if gpus == 1 else halo, graphs, overlap, sweeps, every, ms, baseline, same,
-                               bits if check_bits else None))
+                               bits if check_bits else None, mode.is_simulator()))
     return [run for run in runs if run.gpus in counts]
 
 
@@ -115,7 +117,8 @@ def weak_scaling(rows_per_gpu: int, nx: int, counts: Sequence[int], *, sweeps: i
             ms = time_per_sweep_ms(solver, sweeps, repeat)
         baseline = ms if gpus == 1 else baseline
         # weak scaling: the one-GPU time of this mesh would be P x the baseline; efficiency = baseline / ms
-        runs.append(ScalingRun(gpus, shape, 1 if gpus == 1 else halo, graphs, True, sweeps, every, ms, baseline * gpus, None))
+        runs.append(ScalingRun(gpus, shape, 1 if gpus == 1 else halo, graphs, True, sweeps, every, ms, baseline * gpus, None,
+                               simulated=mode.is_simulator()))
     return [run for run in runs if run.gpus in counts]
 
 
