@@ -1,4 +1,4 @@
-"""Several GPUs that pay: the Jacobi iteration split into slabs of rows, one per GPU, with halos exchanged.
+"""Several GPUs that pay: the Jacobi iteration (or explicit heat steps) split into slabs of rows, one per GPU, with halos exchanged.
 
 * `slabs`: the decomposition (which rows each part owns and holds, which rows each sweep updates and
   each exchange moves); shared by every way of exchanging;

@@ -4,7 +4,8 @@ Every way of exchanging halos (peer copies in one process, NCCL between MPI rank
 lanes; only how the halo rows arrive differs. A round from buffer `source` is two groups of
 launches: `first` (sweeps 1 .. halo - 1, then the edge rows of the last sweep, which the neighbours
 need) and `rest` (the interior of the last sweep, under the halo exchange, and the residual every
-`every` sweeps). With `graphs` each group is captured once as a CUDA graph and replayed.
+`every` sweeps). With `graphs` each group is captured once as a CUDA graph and replayed. With `heat_d`
+the lane takes explicit steps of the heat equation (chapter 6.5's kernel) instead of Jacobi sweeps.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .. import mode
 from ..arrays import array_module, to_host
 from ..distributed import kernel_view
 from ..graphs import capture
-from ..kernels import laplace
+from ..kernels import heat, laplace
 from ..multigpu import new_stream, on_device
 from .slabs import SlabPlan
 
@@ -62,10 +63,14 @@ class SlabLane:
     """Part `index` of `plan` on GPU `device`: made once (arrays, plans, graphs), then `first` / `rest` of each round only launch."""
 
     def __init__(self, plan: SlabPlan, index: int, initial: np.ndarray, device: int, *, method: str = "global", every: int = 100,
-                 graphs: bool = True, overlap: bool = True, max_checks: int = 1024) -> None:
+                 graphs: bool = True, overlap: bool = True, max_checks: int = 1024, heat_d: float | None = None) -> None:
         self.plan, self.index, self.device, self.method = plan, index, device, method
         self.part = plan.parts[index]
-        self.halo, self.overlap, self.every = plan.halo, overlap, every
+        # heat_d: explicit heat-equation steps (chapter 6.5's tuned one-step kernel) instead of Jacobi sweeps. That kernel
+        # also writes its view's first and last rows (it copies the boundary), so a sweep cannot be cut into edge and
+        # interior launches of adjacent views: each sweep is one launch, and the halos move after it (no overlap).
+        self.heat_d = heat_d
+        self.halo, self.overlap, self.every = plan.halo, overlap and heat_d is None, every
         self.dtype = np.dtype(initial.dtype)
         block = np.ascontiguousarray(plan.local_block(initial, index))
         with on_device(device):
@@ -99,6 +104,8 @@ class SlabLane:
         """A plan of one sweep of global rows [lo, hi), from buffer `source` into the other."""
         r0, r1 = self.part.local(lo - 1), self.part.local(hi + 1)
         a, b = self.buffers[source][r0:r1], self.buffers[1 - source][r0:r1]
+        if self.heat_d is not None:
+            return heat.heat_step_global.plan(kernel_view(a), kernel_view(b), self.heat_d)
         launcher, args = laplace.sweep_call(kernel_view(a), kernel_view(b), self.method)
         return launcher.plan(*args)
 

@@ -53,7 +53,9 @@ class PeerJacobi:
     """Jacobi sweeps of one mesh split over `devices` (repeats allowed: two parts on one GPU), made once, then `run` only queues."""
 
     def __init__(self, initial: np.ndarray, devices: Sequence[int], *, halo: int = 1, every: int = 100, method: str = "global",
-                 graphs: bool = True, overlap: bool = True, peer_access: bool = True, max_checks: int = 1024) -> None:
+                 graphs: bool = True, overlap: bool = True, peer_access: bool = True, max_checks: int = 1024,
+                 heat_d: float | None = None) -> None:
+        """`heat_d`: take explicit heat-equation steps with diffusion number d (chapter 6.5's kernel) instead of Jacobi sweeps."""
         initial = np.asarray(initial)
         if initial.ndim != 2:
             raise DecompositionError(f"the initial mesh must be a 2D host array; got shape {initial.shape}")
@@ -72,7 +74,8 @@ class PeerJacobi:
         for a, b in self.peer_pairs:
             self._peer_before[(a, b)] = set_peer_access(a, b, peer_access)
         self.lanes = [SlabLane(self.plan, p, initial, device, method=method, every=every, graphs=graphs, overlap=overlap,
-                               max_checks=max_checks) for p, device in enumerate(self.devices)]
+                               max_checks=max_checks, heat_d=heat_d) for p, device in enumerate(self.devices)]
+        self.overlap = self.lanes[0].overlap
         self.graphs = self.lanes[0].graphs
         self._neighbours = [[self.lanes[q] for q, _, _ in self.plan.received_rows(p)] for p in range(self.plan.count)]
         synchronize_all(self.devices)  # the buffers were filled on the default stream, which the lanes' streams do not wait for

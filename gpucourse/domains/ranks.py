@@ -32,6 +32,7 @@ def _parse(argv) -> argparse.Namespace:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--halo", type=int, default=1)
     parser.add_argument("--exchange", choices=EXCHANGES, default="nccl")
+    parser.add_argument("--heat-d", type=float, default=None, help="explicit heat-equation steps with this diffusion number instead")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of --sweeps sweeps (median reported)")
     parser.add_argument("--no-graphs", action="store_true", help="launch every sweep from Python instead of replaying graphs")
     parser.add_argument("--check", action="store_true", help="gather the mesh on rank 0 and report its fingerprint")
@@ -42,7 +43,8 @@ def _parse(argv) -> argparse.Namespace:
 class RankJacobi:
     """This rank's part of the split iteration: its lane, its neighbours' ranks and the halo exchange."""
 
-    def __init__(self, comm, initial: np.ndarray, *, halo: int, every: int, exchange: str, graphs: bool, device: int) -> None:
+    def __init__(self, comm, initial: np.ndarray, *, halo: int, every: int, exchange: str, graphs: bool, device: int,
+                 heat_d: float | None = None) -> None:
         from ..errors import DecompositionError
         from .lane import SlabLane
         from .peer import check_options
@@ -54,7 +56,7 @@ class RankJacobi:
         if exchange not in EXCHANGES:
             raise DecompositionError(f"exchange must be one of {EXCHANGES}; got {exchange!r}")
         self.halo, self.every, self.exchange = halo, every, exchange
-        self.lane = SlabLane(self.plan, self.rank, initial, device, every=every, graphs=graphs)
+        self.lane = SlabLane(self.plan, self.rank, initial, device, every=every, graphs=graphs, heat_d=heat_d)
         self.receive = self.plan.received_rows(self.rank)  # (source rank, first, stop)
         self.send = [(q, first, stop) for q in range(self.size) for source, first, stop in self.plan.received_rows(q)
                      if source == self.rank]  # (destination rank, first, stop)
@@ -195,8 +197,8 @@ def main(argv=None) -> int:
             result["exchange_note"] = f"NCCL not used ({reason}); halos staged through the host with MPI"
     try:
         worker = RankJacobi(comm, sample_mesh(tuple(args.shape)), halo=args.halo, every=args.every, exchange=exchange,
-                            graphs=not args.no_graphs, device=placement.device)
-    except DecompositionError as exc:
+                            graphs=not args.no_graphs, device=placement.device, heat_d=args.heat_d)
+    except (DecompositionError, ValueError) as exc:
         if rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
             report({**result, "error": str(exc)})
