@@ -246,6 +246,30 @@ def deriv_x_book_kernel(nx: int, pencils: int, dtype_name: str) -> object:
     return deriv_x_book
 
 
+@device_function
+def x_derivative_per_point(f, df, tile, coef, nx):
+    """The book's x kernel's body with per-point coefficients coef[0..3, i], from any memory (§6.1.4): one x-line of f per
+    thread row (tile: that block's shared array of rows of nx + 2 HALO values, the periodic images at both ends)."""
+    i = cuda.threadIdx.x
+    p = cuda.threadIdx.y
+    j = cuda.blockIdx.x * tile.shape[0] + p
+    k = cuda.blockIdx.y
+    inside = j < f.shape[1]
+    if inside:
+        tile[p, i + HALO] = f[k, j, i]
+    cuda.syncthreads()
+    if i < HALO:
+        tile[p, i] = tile[p, nx + i]
+        tile[p, nx + HALO + i] = tile[p, HALO + i]
+    cuda.syncthreads()
+    if inside:
+        s = i + HALO  # from constant memory, a warp's 32 different coefficients are served one by one
+        df[k, j, i] = (coef[0, i] * (tile[p, s + 1] - tile[p, s - 1])
+                       + coef[1, i] * (tile[p, s + 2] - tile[p, s - 2])
+                       + coef[2, i] * (tile[p, s + 3] - tile[p, s - 3])
+                       + coef[3, i] * (tile[p, s + 4] - tile[p, s - 4]))
+
+
 @functools.cache
 def deriv_x_book_constant_kernel(nx: int, pencils: int, dtype_name: str, coefficient_bytes: bytes) -> object:
     """The book's x kernel with per-point coefficients in constant memory (§6.1.4): the (4, nx) array whose bytes are
@@ -258,25 +282,7 @@ def deriv_x_book_constant_kernel(nx: int, pencils: int, dtype_name: str, coeffic
     @cuda.jit
     def deriv_x_book_constant(f, df):
         coef = cuda.const.array_like(COEFFICIENTS)  # one copy for the whole grid, read through the constant cache
-        tile = cuda.shared.array((P, W), DT)
-        i = cuda.threadIdx.x
-        p = cuda.threadIdx.y
-        j = cuda.blockIdx.x * P + p
-        k = cuda.blockIdx.y
-        inside = j < f.shape[1]
-        if inside:
-            tile[p, i + HALO] = f[k, j, i]
-        cuda.syncthreads()
-        if i < HALO:
-            tile[p, i] = tile[p, NX + i]
-            tile[p, NX + HALO + i] = tile[p, HALO + i]
-        cuda.syncthreads()
-        if inside:
-            s = i + HALO  # a warp's 32 threads read 32 different coefficients: the constant cache serves them one by one
-            df[k, j, i] = (coef[0, i] * (tile[p, s + 1] - tile[p, s - 1])
-                           + coef[1, i] * (tile[p, s + 2] - tile[p, s - 2])
-                           + coef[2, i] * (tile[p, s + 3] - tile[p, s - 3])
-                           + coef[3, i] * (tile[p, s + 4] - tile[p, s - 4]))
+        x_derivative_per_point(f, df, cuda.shared.array((P, W), DT), coef, NX)
 
     return deriv_x_book_constant
 
@@ -290,25 +296,7 @@ def deriv_x_book_device_kernel(nx: int, pencils: int, dtype_name: str) -> object
 
     @cuda.jit
     def deriv_x_book_device(f, df, coef):
-        tile = cuda.shared.array((P, W), DT)
-        i = cuda.threadIdx.x
-        p = cuda.threadIdx.y
-        j = cuda.blockIdx.x * P + p
-        k = cuda.blockIdx.y
-        inside = j < f.shape[1]
-        if inside:
-            tile[p, i + HALO] = f[k, j, i]
-        cuda.syncthreads()
-        if i < HALO:
-            tile[p, i] = tile[p, NX + i]
-            tile[p, NX + HALO + i] = tile[p, HALO + i]
-        cuda.syncthreads()
-        if inside:
-            s = i + HALO
-            df[k, j, i] = (coef[0, i] * (tile[p, s + 1] - tile[p, s - 1])
-                           + coef[1, i] * (tile[p, s + 2] - tile[p, s - 2])
-                           + coef[2, i] * (tile[p, s + 3] - tile[p, s - 3])
-                           + coef[3, i] * (tile[p, s + 4] - tile[p, s - 4]))
+        x_derivative_per_point(f, df, cuda.shared.array((P, W), DT), coef, NX)
 
     return deriv_x_book_device
 
