@@ -37,14 +37,14 @@ from .errors import DecompositionError
 from .graphs import capture
 from .kernels import transpose as T
 from .multigpu import (
-    can_access_peer,
+    capable_pairs,
     check_ordinal,
     copy_2d,
     copy_to_device,
     new_stream,
     on_device,
-    restore_peer_access,
-    set_peer_access,
+    restore_all_peer_access,
+    switch_peer_access,
     synchronize_all,
     wall_time_ms,
 )
@@ -241,16 +241,13 @@ class DistributedTranspose:
 
     def _set_peer_access(self, enabled: bool) -> list[tuple[int, int]]:
         """Switch peer access on or off between every pair of the transpose's GPUs that allows it; return those pairs."""
-        gpus = sorted(set(self.inp.devices))
-        pairs = [(a, b) for a in gpus for b in gpus if a < b and can_access_peer(a, b) and can_access_peer(b, a)]
-        for a, b in pairs:
-            self._peer_before[(a, b)] = set_peer_access(a, b, enabled)
+        pairs = capable_pairs(self.inp.devices)
+        self._peer_before.update(switch_peer_access(pairs, enabled))
         return pairs
 
     def close(self) -> None:
         """Put peer access back as it was before this transpose switched it (its buffers go with the object)."""
-        for (a, b), before in self._peer_before.items():
-            restore_peer_access(a, b, before)
+        restore_all_peer_access(self._peer_before)
         self._peer_before = {}
 
     def __enter__(self) -> DistributedTranspose:
@@ -259,6 +256,14 @@ class DistributedTranspose:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    def _views(self, sender: int, receiver: int) -> tuple:
+        """(target in the receiver's output, the sender's block, where it lands on the receiver: None for the diagonal block)."""
+        h, w = self.inp.split.rows_per_part, self.inp.split.cols_per_part
+        target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
+        block = self.inp.parts[sender][:, receiver * w:(receiver + 1) * w]
+        landing = None if sender == receiver else self.recv[receiver][:, sender * w:(sender + 1) * w]
+        return target, block, landing
+
     def plan_steps(self, overlap: bool, h: int, w: int) -> list[list[Step]]:
         """Every stage's steps, made once: the views to copy and transpose, the stream, and a bound transpose plan."""
         steps = []
@@ -266,11 +271,9 @@ class DistributedTranspose:
             made = []
             for sender, receiver in stage:
                 stream = self.streams[receiver][number if overlap else 0]
-                target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
-                block = self.inp.parts[sender][:, receiver * w:(receiver + 1) * w]
+                target, block, landing = self._views(sender, receiver)
                 copy = None
-                if sender != receiver:
-                    landing = self.recv[receiver][:, sender * w:(sender + 1) * w]
+                if landing is not None:
                     copy, block = (landing, block), landing
                 made.append(Step(sender, receiver, copy, self._transposer(target, block, receiver, stream), stream))
             steps.append(made)
@@ -310,29 +313,21 @@ class DistributedTranspose:
 
         if route not in GRAPH_ROUTES:
             raise ValueError(f"route must be one of {GRAPH_ROUTES}; got {route!r}")
-        h, w = self.inp.split.rows_per_part, self.inp.split.cols_per_part
-        senders = [s for stage in self.schedule for s, r in stage if r == receiver and s != receiver]
+        h = self.inp.split.rows_per_part
+        incoming = [s for stage in self.schedule for s, r in stage if r == receiver]  # in stage order, the diagonal first
+        senders = [s for s in incoming if s != receiver]
         sides = {s: cupy.cuda.Stream(non_blocking=True) for s in (senders if route == "parallel" else senders[:1])}
-        local = None
+        local = self._transposer(*self._views(receiver, receiver)[:2], receiver, None) if receiver in incoming else None
         pieces = []  # (side stream or None, copy or None, transpose)
-        for stage in self.schedule:
-            for sender, target_receiver in stage:
-                if target_receiver != receiver:
-                    continue
-                target = self.out.parts[receiver][:, sender * h:(sender + 1) * h]
-                block = self.inp.parts[sender][:, receiver * w:(receiver + 1) * w]
-                if sender == receiver:
-                    local = self._transposer(target, block, receiver, None)
-                    continue
-                if route == "direct":
-                    pieces.append((None, None, self._transposer(target, block, receiver, None)))
-                    continue
-                side = sides[sender] if route == "parallel" else sides[senders[0]]
-                landing = self.recv[receiver][:, sender * w:(sender + 1) * w]
-                bounds = np.linspace(0, h, min(GRAPH_CHUNKS, h) + 1).astype(int)
-                for r0, r1 in zip(bounds[:-1], bounds[1:]):
-                    pieces.append((side, (landing[r0:r1], block[r0:r1]),
-                                   self._transposer(target[:, r0:r1], landing[r0:r1], receiver, None)))
+        for sender in senders:
+            target, block, landing = self._views(sender, receiver)
+            if route == "direct":
+                pieces.append((None, None, self._transposer(target, block, receiver, None)))
+                continue
+            side = sides[sender] if route == "parallel" else sides[senders[0]]
+            bounds = np.linspace(0, h, min(GRAPH_CHUNKS, h) + 1).astype(int)
+            for r0, r1 in zip(bounds[:-1], bounds[1:]):
+                pieces.append((side, (landing[r0:r1], block[r0:r1]), self._transposer(target[:, r0:r1], landing[r0:r1], receiver, None)))
         events = [cupy.cuda.Event(disable_timing=True) for _ in range(len(pieces) + len(sides) + 1)]
         fork, joins = events[-1], events[len(pieces):-1]
 

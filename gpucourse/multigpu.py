@@ -205,6 +205,34 @@ def peer_access(a: int, b: int, enabled: bool = True) -> Iterator[None]:
         restore_peer_access(a, b, before)
 
 
+def capable_pairs(devices: Sequence[int]) -> list[tuple[int, int]]:
+    """The pairs (a < b) of different GPUs among `devices` that allow peer access both ways."""
+    gpus = sorted(set(devices))
+    return [(a, b) for a in gpus for b in gpus if a < b and can_access_peer(a, b) and can_access_peer(b, a)]
+
+
+def switch_peer_access(pairs: Sequence[tuple[int, int]], enabled: bool) -> dict[tuple[int, int], tuple[bool, bool]]:
+    """Switch peer access on (or off) between each pair; return each pair's state before, for `restore_all_peer_access`."""
+    return {(a, b): set_peer_access(a, b, enabled) for a, b in pairs}
+
+
+def restore_all_peer_access(before: dict[tuple[int, int], tuple[bool, bool]]) -> None:
+    """Put peer access back as `switch_peer_access` found it, pair by pair."""
+    for (a, b), state in before.items():
+        restore_peer_access(a, b, state)
+
+
+@contextlib.contextmanager
+def peer_access_between(devices: Sequence[int], enabled: bool = True) -> Iterator[list[tuple[int, int]]]:
+    """Inside the block, peer access is on (or off) between every pair of `devices` that allows it; yields those pairs."""
+    pairs = capable_pairs(devices)
+    before = switch_peer_access(pairs, enabled)
+    try:
+        yield pairs
+    finally:
+        restore_all_peer_access(before)
+
+
 def restore_peer_access(a: int, b: int, before: tuple[bool, bool]) -> None:
     """Put peer access between GPUs a and b back as `before` (what set_peer_access returned) says it was, each way."""
     for (device, peer), was in zip(((a, b), (b, a)), before):
@@ -447,20 +475,9 @@ def exchange_bandwidth(devices: Sequence[int], nbytes: int, repeat: int = 10) ->
         return float("nan")
     cupy = require_cupy("exchange bandwidth")
     count, parts = nbytes // 4, len(devices)
-    pairs = [(a, b) for a in devices for b in devices if a < b]
-    if not all(can_access_peer(a, b) and can_access_peer(b, a) for a, b in pairs):
+    if len(capable_pairs(devices)) != parts * (parts - 1) // 2:
         raise PeerAccessError(f"an exchange between GPUs {list(devices)} needs peer access between every pair; "
                               "peer_matrix() shows which pairs have it.")
-    before = {pair: set_peer_access(*pair, True) for pair in pairs}  # put back as it was at the end
-    try:
-        return _exchange_rate(devices, count, parts, repeat, cupy)
-    finally:
-        for pair, state in before.items():
-            restore_peer_access(*pair, state)
-
-
-def _exchange_rate(devices: list[int], count: int, parts: int, repeat: int, cupy) -> float:
-    """The all-to-all of `exchange_bandwidth`, with peer access on: GB/s into each GPU."""
     sources, targets, streams = [], [], []
     for device in devices:
         with on_device(device):
@@ -468,19 +485,21 @@ def _exchange_rate(devices: list[int], count: int, parts: int, repeat: int, cupy
             targets.append(cupy.full((parts - 1, count), np.nan, np.float32))
             streams.append(cupy.cuda.Stream(non_blocking=True))
     synchronize_all(devices)
+    # (receiver's device, its stream, [(landing, source) for every other GPU]): worked out once, outside the timed calls
+    plan = [(device, streams[p], [(targets[p][k], sources[q]) for k, q in enumerate(q for q in range(parts) if q != p)])
+            for p, device in enumerate(devices)]
 
     def exchange() -> None:
-        for p, device in enumerate(devices):
+        for device, stream, copies in plan:
             with on_device(device):
-                others = [q for q in range(parts) if q != p]
-                for k, q in enumerate(others):
-                    copy_peer(targets[p][k], sources[q], stream=streams[p])
+                for landing, source in copies:
+                    copy_peer(landing, source, stream=stream)
 
-    ms = wall_time_ms(exchange, devices, repeat=repeat)
-    for p in range(parts):
-        others = [q for q in range(parts) if q != p]
-        if not all(_same_values(targets[p][k], sources[q]) for k, q in enumerate(others)):
-            raise AssertionError(f"the all-to-all copies into GPU {devices[p]} are wrong")
+    with peer_access_between(devices):
+        ms = wall_time_ms(exchange, devices, repeat=repeat)
+    for device, _, copies in plan:
+        if not all(_same_values(landing, source) for landing, source in copies):
+            raise AssertionError(f"the all-to-all copies into GPU {device} are wrong")
     return (parts - 1) * count * 4 / (ms * 1e-3) / 1e9
 
 

@@ -28,12 +28,12 @@ import numpy as np
 from ..errors import DecompositionError
 from ..kernels import laplace
 from ..multigpu import (
-    can_access_peer,
+    capable_pairs,
     check_ordinal,
     copy_peer,
     on_device,
-    restore_peer_access,
-    set_peer_access,
+    restore_all_peer_access,
+    switch_peer_access,
     synchronize_all,
 )
 from .lane import SlabLane, record, wait
@@ -68,11 +68,8 @@ class PeerJacobi:
         self.dtype = initial.dtype
         self.max_checks = max_checks
         self.sweeps_done = 0
-        self._peer_before: dict = {}
-        gpus = sorted(set(self.devices))
-        self.peer_pairs = [(a, b) for a in gpus for b in gpus if a < b and can_access_peer(a, b) and can_access_peer(b, a)]
-        for a, b in self.peer_pairs:
-            self._peer_before[(a, b)] = set_peer_access(a, b, peer_access)
+        self.peer_pairs = capable_pairs(self.devices)
+        self._peer_before = switch_peer_access(self.peer_pairs, peer_access)
         self.lanes = [SlabLane(self.plan, p, initial, device, method=method, every=every, graphs=graphs, overlap=overlap,
                                max_checks=max_checks, heat_d=heat_d) for p, device in enumerate(self.devices)]
         self.overlap = self.lanes[0].overlap
@@ -138,8 +135,7 @@ class PeerJacobi:
 
     def close(self) -> None:
         """Put peer access back as it was before this solver switched it."""
-        for (a, b), before in self._peer_before.items():
-            restore_peer_access(a, b, before)
+        restore_all_peer_access(self._peer_before)
         self._peer_before = {}
 
     def __enter__(self) -> PeerJacobi:
