@@ -61,7 +61,8 @@ def _profile(name: str, memory_gb: float, l2_mib: float, bandwidth_gbs: float, p
 #: The GPU classes of issue 18, from their makers' data sheets. Memory is the size in the card's name
 #: in GB (1e9 bytes): the driver reports a little more (an "8 GB" card has 8 GiB), so the figure errs
 #: on the safe side. The L2 is counted in MiB, the larger reading, which errs on the safe side for
-#: sizes that must stay beyond it. Bandwidths are theoretical peaks.
+#: sizes that must stay beyond it. Bandwidths are theoretical peaks. The H200's L2 is what the card
+#: reports (60 MiB, measurements/gpu_ci/2026-11-25_h200/), not the H100's 50 MiB its data sheet repeats.
 PROFILES: dict[str, DeviceProfile] = {
     profile.name: profile
     for profile in (
@@ -73,7 +74,7 @@ PROFILES: dict[str, DeviceProfile] = {
         _profile("A100 40GB", 40, 40, 1555, pcie_gen=4),
         _profile("A100 80GB", 80, 40, 2039, pcie_gen=4),
         _profile("H100 SXM", 80, 50, 3350, pcie_gen=5),
-        _profile("H200", 141, 50, 4800, pcie_gen=5),
+        _profile("H200", 141, 60, 4800, pcie_gen=5),
     )
 }
 
