@@ -5,7 +5,7 @@ fresh virtual environment with the driver reporting CUDA 12; CI makes it before 
 NVVM, NVRTC and ptxas compile for a named architecture without one. On a machine in GPU mode (the GPU machine reaches
 no package index) the same tests check the course's own environment, the one `./course` installed, instead:
 `.venv/bin/python -m pytest -p no:xdist tests/test_stack.py` there compiles every kernel with its CUDA 13 wheels.
-GPUCOURSE_STACK_PYTHON names another environment to check.
+GPUCOURSE_STACK_PYTHON names another environment to check; GPUCOURSE_COMPILE_REPORT=FILE keeps the compile report.
 """
 
 from __future__ import annotations
@@ -46,8 +46,16 @@ def made_by_the_install_cell(python: Path) -> bool:
 
 
 def clean_environment(**extra: str) -> dict[str, str]:
-    """This process's environment without the course's mode, Numba's switches and any path to the checkout."""
+    """This process's environment without the course's mode, Numba's switches and any path to the checkout.
+
+    Other PYTHONPATH folders stay (an offline GPU machine installs its wheels into one); `extra`'s PYTHONPATH goes first.
+    """
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCOURSE_", "NUMBA_", "PYTHONPATH", "VIRTUAL_ENV"))}
+    kept = [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if folder and not Path(folder).resolve().is_relative_to(ROOT.resolve())]
+    paths = [extra.pop("PYTHONPATH")] if "PYTHONPATH" in extra else []
+    if paths + kept:
+        environment["PYTHONPATH"] = os.pathsep.join(paths + kept)
     environment.update(extra)
     return environment
 
@@ -147,6 +155,8 @@ def compile_report(stack_python, tmp_path_factory) -> dict:
     result = subprocess.run([str(stack_python), str(ROOT / "tools" / "compile_kernels.py"), "--json", str(out)], capture_output=True,
                             text=True, cwd=out.parent, env=environment_for(stack_python), timeout=1800)
     assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    if os.environ.get("GPUCOURSE_COMPILE_REPORT"):  # a record wants the report (measurements/compile_kernels/)
+        Path(os.environ["GPUCOURSE_COMPILE_REPORT"]).write_text(out.read_text())
     report = json.loads(out.read_text())
     report["output"] = result.stdout
     return report
