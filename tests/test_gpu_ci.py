@@ -135,12 +135,11 @@ def test_the_sampler_keeps_the_peak_of_a_window():
     assert found["peak_bytes"] == 900
 
 
-SOLUTION = [
-    ("import numpy as np\nfrom gpucourse.checks import speed\n_ratios, _runs = [], [0]\n"
-     "speed.history = lambda: [{'exercise': 'Exercise 9.1', 'ratio': r, 'bar': 0.7, 'passed': r >= 0.7} for r in _ratios]", {}),
-    ("_runs[0] += 1\n_ratios.append(0.95 - 0.05 * _runs[0])  # a fake speed comparison, lower at every run",
+SOLUTION = [  # the speed comparisons go through gpucourse.checks.speed.record, as the checks' do (GPUCOURSE_SPEED_LOG)
+    ("import numpy as np\nfrom gpucourse.checks import speed\n_runs = [0]", {}),
+    ("_runs[0] += 1\nspeed.record('Exercise 9.1', 0.95 - 0.05 * _runs[0], 0.7)  # a fake speed comparison, lower at every run",
      {"grade": True, "grade_id": "fake-check-1"}),
-    ("_ratios.append(1.0)\nassert _runs[0] < 3, 'slow on the third run'", {"grade": True, "grade_id": "fake-check-2"}),
+    ("speed.record('Exercise 9.1', 1.0, 0.7)\nassert _runs[0] < 3, 'slow on the third run'", {"grade": True, "grade_id": "fake-check-2"}),
     ("_others = globals().get('_others', 0) + 1  # a check that times nothing", {"grade": True, "grade_id": "fake-check-3"}),
     ("print('done')", {}),
 ]

@@ -13,7 +13,7 @@ Steps (all by default, in this order; `--steps` picks some, so that several call
                   under nbval), then its check cells that compared speeds run again until each has run
                   `--check-runs` times (`--repeat-all-checks`: every check cell);
                   `--solution-jobs` notebooks at a time, each timing alone (GPUCOURSE_TIMING_LOCK); the lowest
-                  speed ratio of each check (gpucourse.checks.speed.history()) against its bar
+                  speed ratio of each check (gpucourse.checks.speed's log, GPUCOURSE_SPEED_LOG) against its bar
   chapters        every chapter notebook in its own kernel, one after another with nothing beside them (their
                   printed measurements are published): wall time, peak device memory, memory in use at its
                   end; the executed copies (outputs kept, widget state dropped) in OUT/executed/<chapter>/
@@ -390,15 +390,14 @@ _gpu_ci_probe()
 del _gpu_ci_probe, _holders
 """
 
-HISTORY_PROBE = r"""
-def _gpu_ci_history():
+#: Run before a solution's first cell (the screen of answer cells is not installed yet): the card as the course sees it.
+DEVICE_PROBE = r"""
+def _gpu_ci_device():
     import json
     from gpucourse import current_device
-    from gpucourse.checks import speed
-    entries = speed.history()
-    print("GPU_CI_HISTORY", json.dumps({"history": entries, "device_memory_bytes": current_device().total_memory_bytes}))
-_gpu_ci_history()
-del _gpu_ci_history
+    print("GPU_CI_DEVICE", json.dumps({"device_memory_bytes": current_device().total_memory_bytes}))
+_gpu_ci_device()
+del _gpu_ci_device
 """
 
 
@@ -577,11 +576,16 @@ def step_report(run: Run) -> dict:
             "log": "logs/report.log"}
 
 
+#: run_notebook_cells' error for a notebook cut off by the end of the call's budget: listed as not run, not as failed.
+STOPPED_BY_BUDGET = "stopped: the call's budget ended during this notebook"
+
+
 def run_notebook_cells(kernel: Kernel, notebook, run: Run, keep_outputs: bool = False) -> tuple[str, int]:
     """Run every code cell in order, stopping at the first error; (the error or '', cells run). Outputs stored if asked."""
     count = 0
     for cell in code_cells(notebook):
-        ok, text, outputs = kernel.run(cell.source, run.cell_timeout())
+        timeout = run.cell_timeout()
+        ok, text, outputs = kernel.run(cell.source, timeout)
         count += 1
         if keep_outputs:
             import nbformat
@@ -592,6 +596,8 @@ def run_notebook_cells(kernel: Kernel, notebook, run: Run, keep_outputs: bool = 
             cell.outputs = [nbformat.from_dict(output) for output in outputs]
             cell.execution_count = count
         if not ok:
+            if timeout < run.args.cell_timeout and "and was interrupted" in text:
+                return STOPPED_BY_BUDGET, count  # the call's budget ended, not the notebook
             return first_error(text), count
     return "", count
 
@@ -659,6 +665,10 @@ def step_chapters(run: Run) -> dict:
                     finally:
                         kernel.close()
             seconds = time.monotonic() - begin
+            if error == STOPPED_BY_BUDGET:
+                stopped.append(str(relative))
+                print(f"chapters: {relative} {error}", flush=True)
+                continue
             save_executed(run, path, notebook)
             rows.append({"notebook": str(relative), "seconds": round(seconds, 1), "cells": cells, "peak_bytes": memory["peak_bytes"],
                          "end_bytes": end_bytes, "error": run.scrub(error)})
@@ -709,6 +719,9 @@ def step_leaks(run: Run) -> dict:
                 begin = time.monotonic()
                 with sampler.window() as memory:
                     error, cells = run_notebook_cells(kernel, notebook, run, keep_outputs=keep)
+                    if error == STOPPED_BY_BUDGET:
+                        stopped.append(str(relative))
+                        break
                     if keep:
                         save_executed(run, path, notebook)
                     if kernel.alive():
@@ -780,26 +793,29 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
     memory: dict = {"peak_bytes": None}
     window = sampler.window() if sampler is not None else contextlib.nullcontext(memory)
     error, cells = "", 0
+    speed_log = run.out / ".speed" / f"{path.stem}.jsonl"
+    speed_log.parent.mkdir(exist_ok=True)
+    speed_log.write_text("")
     try:
-        kernel = Kernel(env=env, cwd=path.parent)
+        kernel = Kernel(env={**env, "GPUCOURSE_SPEED_LOG": str(speed_log)}, cwd=path.parent)
     except Exception as exc:  # noqa: BLE001 - recorded as this notebook's failure
         return {"notebook": relative, "seconds": round(time.monotonic() - begin, 1), "cells": 0, "checks": {}, "peak_bytes": None,
                 "error": f"the kernel did not start: {type(exc).__name__}: {exc}", "history_available": False}
 
     def speeds() -> list[dict] | None:
+        """The speed comparisons logged since the last look (gpucourse.checks.speed, GPUCOURSE_SPEED_LOG); None: no log."""
         nonlocal seen
-        _, text, _ = kernel.run(HISTORY_PROBE, 120)
-        found = re.search(r"GPU_CI_HISTORY (.*)", text)
-        reply = json.loads(found.group(1)) if found else {}
-        device_memory.append(reply.get("device_memory_bytes"))
-        entries = reply.get("history")
-        if entries is None:
+        if not speed_log.exists():
             return None
+        entries = [json.loads(line) for line in speed_log.read_text().splitlines() if line.strip()]
         new, seen = entries[seen:], len(entries)
         return new
 
     try:
         with window as memory:
+            _, text, _ = kernel.run(DEVICE_PROBE, 300)
+            found = re.search(r"GPU_CI_DEVICE (.*)", text)
+            device_memory.append(json.loads(found.group(1)).get("device_memory_bytes") if found else None)
             for cell in code_cells(notebook):
                 ok, text, _ = kernel.run(cell.source, run.cell_timeout())
                 cells += 1
@@ -966,7 +982,7 @@ def render_markdown(record: dict) -> str:
                       + ", ".join(step["not_emulated"])]
         lines.append("")
     for name in ("solutions", "solutions-small"):
-        if name not in steps:
+        if name not in steps or "notebooks" not in steps[name]:  # not run: the table of steps says why
             continue
         step = steps[name]
         card = f", as a card of {step['small_card']}" if step.get("small_card") else ""
@@ -985,7 +1001,7 @@ def render_markdown(record: dict) -> str:
         if step.get("not_emulated"):
             lines += ["", f"The course did not see a card of {step['small_card']} in: " + ", ".join(step["not_emulated"])]
         if step.get("no_speed_history"):
-            lines += ["", "gpucourse.checks.speed.history() was missing in: " + ", ".join(step["no_speed_history"])]
+            lines += ["", "the speed log (GPUCOURSE_SPEED_LOG) was missing in: " + ", ".join(step["no_speed_history"])]
         lines.append("")
     if "report" in steps:
         lines += ["## Then-and-now report", "", steps["report"].get("summary", ""), ""]

@@ -7,13 +7,17 @@ device-to-device copy ceiling of the same session, and turns a slow answer into 
 what is slow and where to look. The reference is the kernel the exercise describes, written plainly,
 so that a right answer lands near a ratio of 1 on any GPU, well above the bar. The arrays must not
 fit in the L2 cache (`check_beyond_l2`; `elements_beyond_l2` sizes them), so that no figure can
-exceed the measured ceiling. `history()` lists every comparison made in this process (the GPU CI
-runs each solution's checks several times and records the lowest ratio). In the simulator a timing
+exceed the measured ceiling. `history()` lists every comparison made in this process; with
+GPUCOURSE_SPEED_LOG naming a file, each is also appended to it as a line of JSON (the GPU CI runs each
+solution's checks several times and records the lowest ratio: it reads that file, since the screen of
+answer cells refuses any cell that reaches into `gpucourse.checks`, its own probes too). In the simulator a timing
 says nothing about a GPU: `gpu_only_note` prints one line saying that this part is judged only on a GPU.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import statistics
 from collections.abc import Callable
@@ -115,7 +119,12 @@ def compare_speed(mine: Callable[[], object], reference: Callable[[], object], b
 def record(exercise: str, ratio: float, bar: float) -> bool:
     """Add one speed comparison to `history()` (`ratio`: the student's speed over the reference's); True if it reaches `bar`."""
     passed = ratio >= bar
-    _HISTORY.append({"exercise": exercise, "ratio": round(float(ratio), 4), "bar": bar, "passed": passed})
+    entry = {"exercise": exercise, "ratio": round(float(ratio), 4), "bar": bar, "passed": passed}
+    _HISTORY.append(entry)
+    log = os.environ.get("GPUCOURSE_SPEED_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as file:
+            file.write(json.dumps(entry) + "\n")
     return passed
 
 
