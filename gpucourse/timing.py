@@ -28,6 +28,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -270,7 +271,10 @@ def _where_it_waits(fn: Callable[[], object], gate: _Gate, cupy_stream, timeout_
     here = next((i for i, f in enumerate(seen) if f.name == "_where_it_waits"), None)
     if here is None or here + 1 >= len(seen):
         return "a call inside fn waits for the GPU (it could not be located)"
-    caller, inner = seen[here + 1], seen[-1]
+    inner = seen[-1]
+    package = str(Path(__file__).resolve().parent)
+    own = [f for f in seen[here + 1:] if not f.filename.startswith(package) and "-packages" not in f.filename]
+    caller = own[-1] if own else seen[here + 1]  # the last line of the caller's own code on the way to the wait
     text = f"at {inner.filename.rsplit('/', 1)[-1]}:{inner.lineno} in {inner.name}()"
     if inner is not caller:
         text += f", reached from {caller.line or caller.name}"

@@ -329,3 +329,21 @@ def test_executed_copies_name_no_machine_paths():
     notebook.cells.append(cell)
     gpu_ci.scrub_outputs(notebook, lambda text: text.replace(str(ROOT), "."))
     assert str(ROOT) not in json.dumps(notebook) and "./gpucourse/z.py" in notebook.cells[0].outputs[1]["traceback"][0]
+
+
+def test_the_harness_adds_no_cell_the_screen_would_refuse(tmp_path):
+    """A solution whose set-up cell starts the screen of answer cells runs as a student's would: the CI sends none of its own cells."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("from gpucourse.checks import ch1"), nbformat.v4.new_code_cell("answer = 2 + 2"),
+                      nbformat.v4.new_code_cell("print(answer)")]
+    path = tmp_path / "ch09_screened.ipynb"
+    nbformat.write(notebook, path)
+    original = gpu_ci.ROOT
+    gpu_ci.ROOT = tmp_path
+    try:
+        run = gpu_ci.Run(gpu_ci.parse([str(tmp_path / "out")]), [str(tmp_path / "out")])
+        row = gpu_ci.run_solution(path, run, {}, 1, None)
+    finally:
+        gpu_ci.ROOT = original
+    assert row["error"] == "" and row["cells"] == 3 and row["history_available"]
+    assert "device_memory_bytes" in row  # read by a process of its own (None in the simulator, which has no card)

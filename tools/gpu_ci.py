@@ -48,6 +48,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -390,15 +391,23 @@ _gpu_ci_probe()
 del _gpu_ci_probe, _holders
 """
 
-#: Run before a solution's first cell (the screen of answer cells is not installed yet): the card as the course sees it.
-DEVICE_PROBE = r"""
-def _gpu_ci_device():
-    import json
-    from gpucourse import current_device
-    print("GPU_CI_DEVICE", json.dumps({"device_memory_bytes": current_device().total_memory_bytes}))
-_gpu_ci_device()
-del _gpu_ci_device
-"""
+@functools.lru_cache(maxsize=8)
+def course_memory_bytes(env_items: tuple[tuple[str, str], ...]) -> int | None:
+    """The card's memory as the course sees it under these environment variables, from a Python process of its own.
+
+    Not from a cell of the solution's kernel: the screen of answer cells refuses a cell that is not the notebook's
+    own, and refuses the set-up cell after one.
+    """
+    code = "from gpucourse import current_device; print('GPU_CI_DEVICE', current_device().total_memory_bytes)"
+    try:
+        course = str(Path(__file__).resolve().parent.parent)
+        path = os.pathsep.join(filter(None, [course, os.environ.get("PYTHONPATH", "")]))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=course, timeout=300,
+                              env={**os.environ, "PYTHONPATH": path, **dict(env_items)})
+    except subprocess.TimeoutExpired:
+        return None
+    found = re.search(r"GPU_CI_DEVICE (\d+)", done.stdout)
+    return int(found.group(1)) if found else None
 
 
 def strip_for_record(notebook) -> None:
@@ -813,9 +822,7 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
 
     try:
         with window as memory:
-            _, text, _ = kernel.run(DEVICE_PROBE, 300)
-            found = re.search(r"GPU_CI_DEVICE (.*)", text)
-            device_memory.append(json.loads(found.group(1)).get("device_memory_bytes") if found else None)
+            device_memory.append(course_memory_bytes(tuple(sorted(env.items()))))
             for cell in code_cells(notebook):
                 ok, text, _ = kernel.run(cell.source, run.cell_timeout())
                 cells += 1

@@ -69,6 +69,7 @@ class SpeedComparison:
     reference_gbs: float
     copy_gbs: float
     paired_ratio: float | None = None  # the median of the ratios of samples taken side by side
+    waits_at: str | None = None  # where the student's call waits for the GPU (gpucourse.timing.benchmark), if it does
 
     @property
     def mine_fraction(self) -> float:
@@ -104,16 +105,20 @@ def compare_speed(mine: Callable[[], object], reference: Callable[[], object], b
     ceiling = bandwidth_ceilings()
     order = random.Random(len(_HISTORY))
     mine_ms, reference_ms = [], []
+    waits_at = None
     for _ in range(rounds):
         pair = {}
         for name in order.sample(["mine", "reference"], 2):
-            pair[name] = benchmark(mine if name == "mine" else reference, repeat=REPEAT).median_ms
+            timing = benchmark(mine if name == "mine" else reference, repeat=REPEAT)
+            pair[name] = timing.median_ms
+            if name == "mine" and timing.waits_at:
+                waits_at = timing.waits_at
         mine_ms.append(pair["mine"])
         reference_ms.append(pair["reference"])
     mine_gbs = effective_bandwidth_gbs(bytes_moved, statistics.median(mine_ms))
     reference_gbs = effective_bandwidth_gbs(bytes_moved, statistics.median(reference_ms))
     paired = statistics.median(r / m for m, r in zip(mine_ms, reference_ms))
-    return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs, paired)
+    return SpeedComparison(mine_gbs, reference_gbs, ceiling.copy_gbs, paired, waits_at)
 
 
 def record(exercise: str, ratio: float, bar: float) -> bool:
@@ -132,6 +137,10 @@ def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str, sl
     """Words for a student's kernel below `slowest` times the reference's bandwidth (None if it keeps up)."""
     if comparison.ratio >= slowest:
         return None
+    if comparison.waits_at:  # the cause is the host, not the kernel: say that first
+        return (f"your {what} is right, but each call makes the host wait for the GPU ({comparison.waits_at}): the GPU "
+                f"idles while Python issues the next launch, {comparison.ratio:.0%} of the reference's speed (at least {slowest:.0%} "
+                "expected). Queue the work instead: set or clear device arrays with a kernel, not a copy from the host.")
     return (f"your {what} is right but slow: {comparison.ratio:.0%} of the reference's speed (at least {slowest:.0%} "
             f"expected); it reaches {comparison.mine_fraction:.0%} of the copy ceiling ({comparison.mine_gbs:.0f} GB/s), the "
             f"reference {comparison.reference_fraction:.0%} ({comparison.reference_gbs:.0f} GB/s), measured together on this GPU. "
