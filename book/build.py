@@ -100,14 +100,16 @@ class GpuRecord:
     driver: str | None
     date: str
     executed_as: str | None = None
+    gpus: int = 1  # the GPUs its notebooks could use (gpus_visible; older records: gpu_count)
 
     @property
     def executed(self) -> Path:
         return self.folder / "executed"
 
     def describe(self) -> str:
-        """'NVIDIA H200, driver 570.124.06, 2026-11-25'."""
-        return ", ".join([self.gpu, *([f"driver {self.driver}"] if self.driver else []), self.date]) + (
+        """'NVIDIA H200, driver 570.124.06, 2026-11-25' ('4 x NVIDIA H100 ...' for a run that used several GPUs)."""
+        gpu = f"{self.gpus} x {self.gpu}" if self.gpus > 1 else self.gpu
+        return ", ".join([gpu, *([f"driver {self.driver}"] if self.driver else []), self.date]) + (
             f" ({self.executed_as})" if self.executed_as else "")
 
 
@@ -149,7 +151,8 @@ def record_of(folder: Path) -> GpuRecord:
         gpu = banner_device(json.loads(first.read_text())) if first else None
     driver = _find_key(meta, ("driver", "driver_version", "nvidia_driver"))
     date = (_find_key(meta, ("date",)) or folder.name)[:10]
-    return GpuRecord(folder, gpu or folder.name.split("_", 1)[-1], driver, date, meta.get("executed_as"))
+    gpus = meta.get("gpus_visible", meta.get("gpu_count")) or 1
+    return GpuRecord(folder, gpu or folder.name.split("_", 1)[-1], driver, date, meta.get("executed_as"), int(gpus))
 
 
 def gpu_records(records: Path = ROOT / "measurements") -> list[GpuRecord]:
@@ -172,6 +175,10 @@ def _recorded_at(folder: Path) -> tuple[str, str]:
     return folder.name[:10], max(calls, default="")
 
 
+#: Chapters whose pages are best shown from a run on several GPUs.
+MULTI_GPU_CHAPTERS = frozenset({"04_multi_gpu"})
+
+
 @dataclass(frozen=True)
 class Source:
     """Where one page's outputs come from: an executed copy and the note the page opens with."""
@@ -186,8 +193,10 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | l
     """For every chapter notebook, the executed copy a page shows and its note: the newest GPU record that holds a current copy
     of it (a record of one chapter, say on several GPUs, serves that chapter's pages), else `here`."""
     chosen = {}
-    candidates = record if isinstance(record, list) else [record] if record is not None else []
+    newest_first = record if isinstance(record, list) else [record] if record is not None else []
     for chapter, notebooks in chapters_found:
+        # the multi-GPU chapter shows the run with the most GPUs that holds a current copy; every other page the newest
+        candidates = sorted(newest_first, key=lambda r: -r.gpus) if chapter.name in MULTI_GPU_CHAPTERS else newest_first
         for source in notebooks:
             link = f"../../{records_link}"  # from chapters/NN_name/ to the repository root
             code = code_of(json.loads(source.read_text()))

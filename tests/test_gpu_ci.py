@@ -347,3 +347,17 @@ def test_the_harness_adds_no_cell_the_screen_would_refuse(tmp_path):
         gpu_ci.ROOT = original
     assert row["error"] == "" and row["cells"] == 3 and row["history_available"]
     assert "device_memory_bytes" in row  # read by a process of its own (None in the simulator, which has no card)
+
+
+def test_a_notebook_cut_off_by_the_budget_in_an_older_record_is_not_run():
+    rows = [{"notebook": "chapters/06_x/03_a.ipynb", "seconds": 5, "cells": 9, "peak_bytes": 1, "end_bytes": 1, "error": ""},
+            {"notebook": "chapters/06_x/04_b.ipynb", "seconds": 45, "cells": 20, "peak_bytes": 1, "end_bytes": None,
+             "error": "TimeoutError: the cell ran past 19 s and was interrupted"}]
+    record = {"steps": {"chapters": {**gpu_ci.chapters_result(rows, []), "seconds": 50}}}
+    assert record["steps"]["chapters"]["status"] == "failed"
+    assert gpu_ci.budget_stops_as_not_run(record) == ["chapters/06_x/04_b.ipynb"]
+    step = record["steps"]["chapters"]
+    assert step["status"] == "incomplete" and step["not_run"] == ["chapters/06_x/04_b.ipynb"] and step["counts"]["failed"] == 0
+    real = {"steps": {"chapters": gpu_ci.chapters_result([{**rows[1], "error": "TimeoutError: the cell ran past 900 s and was interrupted"}],
+                                                         [])}}
+    assert gpu_ci.budget_stops_as_not_run(real) == [] and real["steps"]["chapters"]["status"] == "failed"  # a cell that took too long

@@ -375,6 +375,33 @@ def test_a_page_takes_the_newest_record_that_holds_it(tmp_path):
     assert pages[root / "chapters" / "01_x" / "01_a.ipynb"].executed.is_relative_to(found[1].executed)
 
 
+def test_the_multi_gpu_chapter_shows_the_run_with_the_most_gpus(tmp_path):
+    """A newer run on one GPU holds chapter 4 too: its pages still come from the run on four; other chapters from the newest."""
+    root = tmp_path / "repo"
+    for chapter, name in (("01_x", "01_a"), ("04_multi_gpu", "05_d")):
+        source = root / "chapters" / chapter / f"{name}.ipynb"
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": []}]}))
+    records = tmp_path / "measurements"
+    for folder, chapters, started, visible in (("2026-11-27_h100x4", ("04_multi_gpu",), "2026-11-27T05:00:00+00:00", 4),
+                                               ("2026-11-27_h100x1", ("04_multi_gpu",), "2026-11-27T06:00:00+00:00", 1),
+                                               ("2026-11-27_h100", ("01_x", "04_multi_gpu"), "2026-11-27T07:00:00+00:00", None)):
+        run = records / "gpu_ci" / folder
+        for chapter in chapters:
+            (run / "executed" / chapter).mkdir(parents=True)
+            for source in (root / "chapters" / chapter).glob("*.ipynb"):
+                (run / "executed" / chapter / source.name).write_text(source.read_text())
+        meta = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580", "date": folder[:10], "gpu_count": 4 if visible else 1,
+                "calls": [{"started": started}]}
+        (run / "gpu_ci.json").write_text(json.dumps(meta | ({"gpus_visible": visible} if visible else {})))
+    found = site.gpu_records(records)
+    assert [(r.folder.name, r.gpus) for r in found] == [("2026-11-27_h100", 1), ("2026-11-27_h100x1", 1), ("2026-11-27_h100x4", 4)]
+    pages = site.sources(site.chapters(root), found, None, "measurements/README.md")
+    multi = pages[root / "chapters" / "04_multi_gpu" / "05_d.ipynb"]
+    assert multi.executed.is_relative_to(found[2].executed) and "4 x NVIDIA H100 80GB HBM3, driver 580" in multi.note
+    assert pages[root / "chapters" / "01_x" / "01_a.ipynb"].executed.is_relative_to(found[0].executed)
+
+
 # -- what a newcomer met on the website (issue 29) ---------------------------------------------------------
 def test_part_titles_are_spelled_as_the_readme_spells_them():
     titles = [site.chapter_title(chapter) for chapter, _ in site.chapters()]

@@ -476,9 +476,11 @@ def describe_gpus() -> dict:
                               capture_output=True, text=True)
         rows = [[part.strip() for part in line.split(",")] for line in done.stdout.strip().splitlines() if line.strip()]
         if rows:
-            return {"gpu": rows[0][0], "driver": rows[0][1], "gpu_count": len(rows),
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            seen = len(rows) if visible is None else len([d for d in visible.split(",") if d.strip() and not d.strip().startswith("-")])
+            return {"gpu": rows[0][0], "driver": rows[0][1], "gpu_count": len(rows), "gpus_visible": min(seen, len(rows)),
                     "ecc": rows[0][2] if len(rows[0]) > 2 else None, "gpu_memory": rows[0][3] if len(rows[0]) > 3 else None}
-    return {"gpu": "none (simulator mode)", "driver": None, "gpu_count": 0, "ecc": None, "gpu_memory": None}
+    return {"gpu": "none (simulator mode)", "driver": None, "gpu_count": 0, "gpus_visible": 0, "ecc": None, "gpu_memory": None}
 
 
 def versions() -> str:
@@ -1082,12 +1084,32 @@ def combine(name: str, earlier: dict, later: dict) -> dict:
     return result
 
 
+def budget_stops_as_not_run(record: dict) -> list[str]:
+    """Chapter notebooks that a record made before STOPPED_BY_BUDGET lists as failed when the call's budget cut a cell off.
+
+    Such a row's error is the interrupted cell's timeout, shorter than a cell may take: the notebook is moved to the step's
+    not-run list (its executed copy is a partial run). Returns the notebooks moved.
+    """
+    step = record.get("steps", {}).get("chapters")
+    if not step or "notebooks" not in step:
+        return []
+    limit = float(record.get("cell_timeout", 900))
+    moved = [row["notebook"] for row in step["notebooks"]
+             if (found := re.match(r"TimeoutError: the cell ran past (\d+) s", row.get("error") or "")) and float(found.group(1)) < limit]
+    if moved:
+        rows = [row for row in step["notebooks"] if row["notebook"] not in moved]
+        record["steps"]["chapters"] = {**chapters_result(rows, list(dict.fromkeys(step.get("not_run", []) + moved))),
+                                       "seconds": step.get("seconds")}
+    return moved
+
+
 def read_calls(sources: list[Path], into: Path | None = None) -> list[dict]:
     """The records of several calls; with `into`, their logs, executed copies and report copied there (logs/ names per call)."""
     records = []
     for number, source in enumerate(sources, 1):
         with opened(source) as folder:
             record = json.loads((folder / "gpu_ci.json").read_text())
+            cut_off = budget_stops_as_not_run(record)
             records.append(record)
             if into is None:
                 continue
@@ -1100,6 +1122,8 @@ def read_calls(sources: list[Path], into: Path | None = None) -> list[dict]:
             for sub in ("executed", "report"):
                 if (folder / sub).exists():
                     shutil.copytree(folder / sub, into / sub, dirs_exist_ok=True)
+            for notebook in cut_off:  # a partial run is no executed copy
+                (into / "executed" / Path(notebook).parent.name / Path(notebook).name).unlink(missing_ok=True)
     return records
 
 
