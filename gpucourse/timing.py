@@ -245,6 +245,16 @@ def _simulated_benchmark(fn: Callable[[], object], warmup: int, repeat: int, cal
     return Timing(tuple(samples), calls_per_sample, "simulator wall clock")
 
 
+def _library_folders() -> tuple[str, ...]:
+    """Folders of this package and of the libraries under it (wherever they are installed): not the caller's own code."""
+    folders = [str(Path(__file__).resolve().parent)]
+    for name in ("numba", "numba.cuda", "numba_cuda", "cupy", "cupy_backends", "numpy", "cuda"):
+        module = sys.modules.get(name)
+        for folder in getattr(module, "__path__", None) or []:
+            folders.append(str(Path(folder).resolve()))
+    return tuple(folders)
+
+
 def _where_it_waits(fn: Callable[[], object], gate: _Gate, cupy_stream, timeout_ms: float) -> str:
     """Call `fn` behind a closed gate and read, from another thread, where the call is stuck waiting."""
     main = threading.get_ident()
@@ -272,8 +282,8 @@ def _where_it_waits(fn: Callable[[], object], gate: _Gate, cupy_stream, timeout_
     if here is None or here + 1 >= len(seen):
         return "a call inside fn waits for the GPU (it could not be located)"
     inner = seen[-1]
-    package = str(Path(__file__).resolve().parent)
-    own = [f for f in seen[here + 1:] if not f.filename.startswith(package) and "-packages" not in f.filename]
+    libraries = _library_folders()
+    own = [f for f in seen[here + 1:] if "-packages" not in f.filename and not f.filename.startswith(libraries)]
     caller = own[-1] if own else seen[here + 1]  # the last line of the caller's own code on the way to the wait
     text = f"at {inner.filename.rsplit('/', 1)[-1]}:{inner.lineno} in {inner.name}()"
     if inner is not caller:
@@ -298,12 +308,13 @@ def benchmark(
     On a GPU each sample queues `calls_per_sample` calls behind a gate and times them with CUDA
     events (GPU time); `back_to_back_repeat` more samples time plain back-to-back calls (what a loop
     gets, host costs included). If `fn` waits for the GPU, the gate cannot hold it: the call that
-    waits is named in the result and each call is timed alone. In the simulator, the wall clock times each call.
+    waits is named in the result and each call is timed alone. In the simulator, the wall clock times each call, with no
+    warm-up (there is no compiler or clock to warm up, and its times are no GPU's).
     """
     if warmup < 0 or (repeat is not None and repeat < 1):
         raise ValueError("warmup must be >= 0 and repeat >= 1")
-    if mode.is_simulator():
-        return _simulated_benchmark(fn, warmup, repeat or 3, calls_per_sample or 1)
+    if mode.is_simulator():  # nothing to warm up (no compiler, no GPU clocks), and no number it gives is a GPU's
+        return _simulated_benchmark(fn, 0, repeat or 3, calls_per_sample or 1)
 
     from numba import cuda
 
@@ -373,12 +384,12 @@ def benchmark(
 def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, sync: Callable[[], None] | None = None) -> float:
     """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (what a user waits).
 
-    `sync` waits for the devices concerned (default: the current device).
+    `sync` waits for the devices concerned (default: the current device). The simulator skips the warm-up.
     """
     if repeat < 1 or warmup < 0:
         raise ValueError("repeat must be >= 1 and warmup >= 0")
     sync = sync or synchronize
-    for _ in range(warmup):
+    for _ in range(0 if mode.is_simulator() else warmup):  # the simulator has nothing to warm up
         fn()
     samples = []
     for _ in range(repeat):

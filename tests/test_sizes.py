@@ -35,9 +35,9 @@ def _area(size) -> int:
 
 
 def test_profiles_hold_the_issue_figures():
-    expected = {  # name: (GB, GB/s, MiB of L2), issue 18; the H200 L2 as issue 29 corrected it
+    expected = {  # name: (GB, GB/s, MiB of L2), issue 18; the H200 L2 is what the card reports (issue 29)
         "T4": (16, 320, 4), "L4": (24, 300, 48), "RTX 4060": (8, 272, 24), "RTX 3090": (24, 936, 6), "RTX 4090": (24, 1008, 72),
-        "A100 40GB": (40, 1555, 40), "A100 80GB": (80, 2039, 40), "H100 SXM": (80, 3350, 50), "H200": (141, 4800, 60),  # 60: what the card reports (issue 29)
+        "A100 40GB": (40, 1555, 40), "A100 80GB": (80, 2039, 40), "H100 SXM": (80, 3350, 50), "H200": (141, 4800, 60),
     }
     assert set(PROFILES) == set(expected)
     for name, (gb, gbs, l2_mib) in expected.items():

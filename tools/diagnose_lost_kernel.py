@@ -73,8 +73,9 @@ def plain_run(name: str, out: Path) -> dict:
     module = out / f"answer_{name.replace('.', '_')}.py"
     module.write_text(f"{setup}\n\n{answer}\n\nif __name__ == '__main__':\n    {check}\n")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))  # keep an offline machine's wheel folder
     done = subprocess.run([sys.executable, "-X", "faulthandler", str(module)], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}, timeout=1800)
+                          env={**os.environ, "PYTHONPATH": path}, timeout=1800)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     (out / f"plain_{name}.log").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
     return {"exit": done.returncode, "peak_rss_mib_at_least": round(max(peak, before) / 1024), "tail": (done.stdout + done.stderr)[-1500:]}

@@ -81,7 +81,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [folder, str(ROOT), os.environ.get("PYTHONPATH", "")])), GPUCOURSE_MODE="gpu")
+        path = os.pathsep.join(filter(None, [folder, str(ROOT), os.environ.get("PYTHONPATH", "")]))  # keep the wheel folder
+        environment = dict(os.environ, PYTHONPATH=path, GPUCOURSE_MODE="gpu")
         steps = {
             "import": [sys.executable, "-c", "import numba.cuda as c, gpucourse; print(c.__name__, gpucourse.MODE, gpucourse.current_device().name)"],
             "tests of gpucourse.launch": [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
