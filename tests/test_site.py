@@ -347,27 +347,32 @@ def test_files_that_pages_link_to_are_published_with_them(tmp_path):
     assert copied == [stage / "tools" / "gpu_run.py"] and (stage / "tools" / "gpu_run.py").read_text() == "print('measured')\n"
 
 
-def test_a_page_takes_the_newest_record_that_holds_it(tmp_path):
-    """A newer record of one chapter (a run on several GPUs, say) serves that chapter's pages; the others keep the older whole record's."""
-    root = tmp_path / "repo"
-    for chapter, name in (("01_x", "01_a"), ("04_y", "01_c")):
+def _chapter_sources(root: Path, pages: tuple[tuple[str, str], ...]) -> None:
+    """One tiny chapter notebook per (chapter folder, name) under root/chapters."""
+    for chapter, name in pages:
         source = root / "chapters" / chapter / f"{name}.ipynb"
         source.parent.mkdir(parents=True, exist_ok=True)
         source.write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": []}]}))
-    records = tmp_path / "measurements"
 
-    def record(folder: str, chapters: tuple[str, ...], started: str) -> None:
-        run = records / "gpu_ci" / folder
-        for chapter in chapters:
-            copy = run / "executed" / chapter
-            copy.mkdir(parents=True)
-            for source in (root / "chapters" / chapter).glob("*.ipynb"):
-                (copy / source.name).write_text(source.read_text())
-        (run / "gpu_ci.json").write_text(json.dumps({"gpu": {"name": folder, "driver": "580"}, "date": folder[:10],
-                                                     "calls": [{"started": started}]}))
 
-    record("2026-11-25_h200", ("01_x", "04_y"), "2026-11-25T05:00:00+00:00")
-    record("2026-11-27_h100x4", ("04_y",), "2026-11-27T05:00:00+00:00")
+def _gpu_record(records: Path, root: Path, folder: str, chapters: tuple[str, ...], meta: dict) -> None:
+    """A GPU record in records/gpu_ci/folder: current copies of the chapters' notebooks and gpu_ci.json from `meta`."""
+    run = records / "gpu_ci" / folder
+    for chapter in chapters:
+        (run / "executed" / chapter).mkdir(parents=True)
+        for source in (root / "chapters" / chapter).glob("*.ipynb"):
+            (run / "executed" / chapter / source.name).write_text(source.read_text())
+    (run / "gpu_ci.json").write_text(json.dumps(meta))
+
+
+def test_a_page_takes_the_newest_record_that_holds_it(tmp_path):
+    """A newer record of one chapter (a run on several GPUs, say) serves that chapter's pages; the others keep the older whole record's."""
+    root, records = tmp_path / "repo", tmp_path / "measurements"
+    _chapter_sources(root, (("01_x", "01_a"), ("04_y", "01_c")))
+    for folder, chapters, started in (("2026-11-25_h200", ("01_x", "04_y"), "2026-11-25T05:00:00+00:00"),
+                                      ("2026-11-27_h100x4", ("04_y",), "2026-11-27T05:00:00+00:00")):
+        _gpu_record(records, root, folder, chapters, {"gpu": {"name": folder, "driver": "580"}, "date": folder[:10],
+                                                      "calls": [{"started": started}]})
     found = site.gpu_records(records)
     assert [r.folder.name for r in found] == ["2026-11-27_h100x4", "2026-11-25_h200"]
     pages = site.sources(site.chapters(root), found, None, "measurements/README.md")
@@ -377,23 +382,14 @@ def test_a_page_takes_the_newest_record_that_holds_it(tmp_path):
 
 def test_the_multi_gpu_chapter_shows_the_run_with_the_most_gpus(tmp_path):
     """A newer run on one GPU holds chapter 4 too: its pages still come from the run on four; other chapters from the newest."""
-    root = tmp_path / "repo"
-    for chapter, name in (("01_x", "01_a"), ("04_multi_gpu", "05_d")):
-        source = root / "chapters" / chapter / f"{name}.ipynb"
-        source.parent.mkdir(parents=True, exist_ok=True)
-        source.write_text(json.dumps({"cells": [{"cell_type": "code", "source": f"print('{name}')", "outputs": []}]}))
-    records = tmp_path / "measurements"
+    root, records = tmp_path / "repo", tmp_path / "measurements"
+    _chapter_sources(root, (("01_x", "01_a"), ("04_multi_gpu", "05_d")))
     for folder, chapters, started, visible in (("2026-11-27_h100x4", ("04_multi_gpu",), "2026-11-27T05:00:00+00:00", 4),
                                                ("2026-11-27_h100x1", ("04_multi_gpu",), "2026-11-27T06:00:00+00:00", 1),
                                                ("2026-11-27_h100", ("01_x", "04_multi_gpu"), "2026-11-27T07:00:00+00:00", None)):
-        run = records / "gpu_ci" / folder
-        for chapter in chapters:
-            (run / "executed" / chapter).mkdir(parents=True)
-            for source in (root / "chapters" / chapter).glob("*.ipynb"):
-                (run / "executed" / chapter / source.name).write_text(source.read_text())
         meta = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580", "date": folder[:10], "gpu_count": 4 if visible else 1,
                 "calls": [{"started": started}]}
-        (run / "gpu_ci.json").write_text(json.dumps(meta | ({"gpus_visible": visible} if visible else {})))
+        _gpu_record(records, root, folder, chapters, meta | ({"gpus_visible": visible} if visible else {}))
     found = site.gpu_records(records)
     assert [(r.folder.name, r.gpus) for r in found] == [("2026-11-27_h100", 1), ("2026-11-27_h100x1", 1), ("2026-11-27_h100x4", 4)]
     pages = site.sources(site.chapters(root), found, None, "measurements/README.md")

@@ -241,6 +241,10 @@ class PeakSampler:
 
 
 # -- kernels ---------------------------------------------------------------------------------------------------
+#: What Kernel.run adds to the output of a cell it interrupted after `timeout` seconds (read back by interrupted_after).
+INTERRUPTED = "TimeoutError: the cell ran past {:.0f} s and was interrupted"
+
+
 class Kernel:
     """A Jupyter kernel of this Python (over Unix sockets: parallel kernels cannot be given the same port)."""
 
@@ -285,7 +289,7 @@ class Kernel:
             with contextlib.suppress(Exception):
                 self.manager.interrupt_kernel()
                 self.client.execute_interactive("pass", timeout=60)  # wait until the interrupted cell has ended
-            return False, "".join(texts) + f"\nTimeoutError: the cell ran past {timeout:.0f} s and was interrupted", outputs
+            return False, "".join(texts) + "\n" + INTERRUPTED.format(timeout), outputs
         except RuntimeError as exc:  # the kernel died (out of memory, a crash)
             return False, "".join(texts) + f"\nKernelDied: {exc}", outputs
         return reply["content"]["status"] == "ok", "".join(texts), outputs
@@ -587,6 +591,12 @@ def step_report(run: Run) -> dict:
             "log": "logs/report.log"}
 
 
+def interrupted_after(text: str) -> float | None:
+    """The seconds after which Kernel.run interrupted a cell, from its output's INTERRUPTED line (None: not interrupted)."""
+    found = re.search(r"TimeoutError: the cell ran past (\d+) s and was interrupted", text or "")
+    return float(found.group(1)) if found else None
+
+
 #: run_notebook_cells' error for a notebook cut off by the end of the call's budget: listed as not run, not as failed.
 STOPPED_BY_BUDGET = "stopped: the call's budget ended during this notebook"
 
@@ -607,7 +617,7 @@ def run_notebook_cells(kernel: Kernel, notebook, run: Run, keep_outputs: bool = 
             cell.outputs = [nbformat.from_dict(output) for output in outputs]
             cell.execution_count = count
         if not ok:
-            if timeout < run.args.cell_timeout and "and was interrupted" in text:
+            if timeout < run.args.cell_timeout and interrupted_after(text) is not None:
                 return STOPPED_BY_BUDGET, count  # the call's budget ended, not the notebook
             return first_error(text), count
     return "", count
@@ -797,9 +807,10 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
         return None
     notebook = nbformat.read(path, as_version=4)
     relative = str(path.relative_to(ROOT))
+    # the card as the course sees it, read before the clock and the sampled window start (that process is not the notebook)
+    device_memory_bytes = course_memory_bytes(tuple(sorted(env.items())))
     begin = time.monotonic()
     checks: dict[str, dict] = {}
-    device_memory: list = []  # the card's memory as the course saw it, at each look at the history
     seen = 0
     memory: dict = {"peak_bytes": None}
     window = sampler.window() if sampler is not None else contextlib.nullcontext(memory)
@@ -824,7 +835,6 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
 
     try:
         with window as memory:
-            device_memory.append(course_memory_bytes(tuple(sorted(env.items()))))
             for cell in code_cells(notebook):
                 ok, text, _ = kernel.run(cell.source, run.cell_timeout())
                 cells += 1
@@ -851,7 +861,7 @@ def run_solution(path: Path, run: Run, env: dict[str, str], runs: int, sampler: 
         kernel.close()
     return {"notebook": relative, "seconds": round(time.monotonic() - begin, 1), "cells": cells, "error": run.scrub(error),
             "peak_bytes": memory.get("peak_bytes"), "history_available": history is not None,
-            "device_memory_bytes": next((m for m in device_memory if m), None),
+            "device_memory_bytes": device_memory_bytes,
             "checks": {name: {**check, "failures": [run.scrub(f) for f in check["failures"]]} for name, check in checks.items()}}
 
 
@@ -1094,8 +1104,7 @@ def budget_stops_as_not_run(record: dict) -> list[str]:
     if not step or "notebooks" not in step:
         return []
     limit = float(record.get("cell_timeout", 900))
-    moved = [row["notebook"] for row in step["notebooks"]
-             if (found := re.match(r"TimeoutError: the cell ran past (\d+) s", row.get("error") or "")) and float(found.group(1)) < limit]
+    moved = [row["notebook"] for row in step["notebooks"] if (after := interrupted_after(row.get("error"))) is not None and after < limit]
     if moved:
         rows = [row for row in step["notebooks"] if row["notebook"] not in moved]
         record["steps"]["chapters"] = {**chapters_result(rows, list(dict.fromkeys(step.get("not_run", []) + moved))),

@@ -50,7 +50,6 @@ class ScalingRun:
     bits: str | None = None  #: fingerprint of the mesh after the checked run (scaling.digest)
     simulated: bool = False  #: timed in the simulator: Python threads, so no speed-up is measured
 
-
     @property
     def speedup(self) -> float:
         """One-GPU time over this run's time, both per sweep of the same total mesh (strong) or per GPU's slab (weak); nan in the simulator."""
