@@ -128,11 +128,27 @@ class FakeMemory:
 
 
 def test_the_sampler_keeps_the_peak_of_a_window():
-    memory = FakeMemory([100, 100, 900, 300, 200])
+    memory = FakeMemory([100])
     with gpu_ci.PeakSampler(memory, interval=0.001) as sampler:
         with sampler.window() as found:
-            time.sleep(0.05)
+            memory.readings = [900, 300, 200]  # the peak comes and goes inside the window, read only by the sampler's thread
+            deadline = time.monotonic() + 30  # a loaded CI machine may start the thread late: wait for it, not a fixed time
+            while len(memory.readings) > 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert len(memory.readings) == 1, "the sampler's thread never read the memory"
     assert found["peak_bytes"] == 900
+
+
+def test_the_sampler_keeps_nothing_from_before_a_window():
+    memory = FakeMemory([100])
+    with gpu_ci.PeakSampler(memory, interval=0.001) as sampler:
+        memory.readings = [900, 300, 200]
+        deadline = time.monotonic() + 30
+        while len(memory.readings) > 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        with sampler.window() as found:
+            pass
+    assert found["peak_bytes"] == 200
 
 
 SOLUTION = [  # the speed comparisons go through gpucourse.checks.speed.record, as the checks' do (GPUCOURSE_SPEED_LOG)

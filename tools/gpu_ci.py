@@ -208,14 +208,18 @@ class PeakSampler:
     def __init__(self, memory: DeviceMemory, interval: float = 0.02) -> None:
         self.memory, self.interval = memory, interval
         self._peak: int | None = None
+        self._window = 0  # a reading begun before the current window opened is not the window's
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True) if memory.available else None
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
+            window = self._window
             value = self.memory.used()
-            if value is not None and (self._peak is None or value > self._peak):
-                self._peak = value
+            with self._lock:
+                if value is not None and window == self._window and (self._peak is None or value > self._peak):
+                    self._peak = value
 
     def __enter__(self) -> PeakSampler:
         if self._thread is not None:
@@ -230,7 +234,9 @@ class PeakSampler:
     @contextlib.contextmanager
     def window(self) -> Iterator[dict]:
         """Yield a dict that gets 'peak_bytes' (the highest reading inside the block, or None) when the block ends."""
-        self._peak = self.memory.used()
+        with self._lock:
+            self._window += 1
+            self._peak = self.memory.used()
         found: dict = {}
         try:
             yield found
