@@ -418,7 +418,7 @@ SIZES: dict[str, Size] = {
                          unit="((ny, nx), time steps) of the end-to-end run",
                          held=lambda s: 12 * _area(s[0]), moved=lambda s: 8 * _area(s[0]) * s[1]),
     "ch6_laplace_run": Size(gpu=Rule(lambda k: ((4096, 4096), 10 * k, 10), preferred=100, smallest=10, budget_ms=RUN_BUDGET_MS),
-                            simulator=((10, 12), 8, 4), unit="((ny, nx), sweeps, sweeps between residual checks) of the end-to-end run",
+                            simulator=((10, 12), 4, 2), unit="((ny, nx), sweeps, sweeps between residual checks) of the end-to-end run",
                             held=lambda s: 16 * _area(s[0]), moved=lambda s: 8 * _area(s[0]) * s[1],
                             book=((4096, 4096), 100, 10), book_where="§6.2, Laplace (100 sweeps, residual every 10)"),
     "ch6_heat_steps": Size(gpu=(1, 2, 3, 4, 5, 6, 7, 8), simulator=(1, 2, 3), unit="time steps per launch (s) to compare"),
