@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Try the course under numba-cuda-mlir on a GPU machine: chapter 1's notebooks and the tests of gpucourse.launch.
 
+First it runs tools/numba_mlir_probe.py (numba-cuda-mlir on its own: compile for sm_75, launch, simulator or not).
+
 numba-cuda-mlir is numba-cuda's successor (its own package, `numba_cuda_mlir.cuda`; no simulator). The course imports
 `numba.cuda`, so this script runs everything with `numba.cuda` (and each `numba.cuda.X` it can find) taken from
 numba-cuda-mlir, through a sitecustomize.py put first on PYTHONPATH, and writes what worked to OUT/numba_mlir.md:
@@ -89,7 +91,12 @@ def main() -> int:
                                           "tests/test_launch.py"],
             "chapter 1": [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "chapters/01_introduction"],
         }
+        probe = subprocess.run([sys.executable, str(ROOT / "tools" / "numba_mlir_probe.py")], cwd=ROOT, capture_output=True, text=True,
+                               timeout=600)  # numba-cuda-mlir on its own, before the course runs on it
+        (args.out / "probe.log").write_text(probe.stdout + "\n--- stderr ---\n" + probe.stderr)
+        print(probe.stdout)
         lines = [f"# The course under numba-cuda-mlir {metadata.version('numba_cuda_mlir')}", "",
+                 "numba-cuda-mlir on its own (`tools/numba_mlir_probe.py`):", "", "```", probe.stdout.strip(), "```", "",
                  f"numba-cuda {metadata.version('numba-cuda')} installed beside it; `numba.cuda` aliased to `numba_cuda_mlir.cuda`.", "",
                  "| step | exit status | seconds | last lines |", "| --- | --- | --- | --- |"]
         for name, command in steps.items():
