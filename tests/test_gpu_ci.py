@@ -126,26 +126,28 @@ class FakeMemory:
     def used(self):
         return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
 
+    def feed(self, readings, timeout: float = 30) -> bool:
+        """Give the sampler's thread these readings and wait until it has read all but the last; False if it never did."""
+        self.readings = list(readings)
+        deadline = time.monotonic() + timeout  # a loaded CI machine may start the thread late: wait for it, not a fixed time
+        while len(self.readings) > 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return len(self.readings) == 1
+
 
 def test_the_sampler_keeps_the_peak_of_a_window():
     memory = FakeMemory([100])
     with gpu_ci.PeakSampler(memory, interval=0.001) as sampler:
         with sampler.window() as found:
-            memory.readings = [900, 300, 200]  # the peak comes and goes inside the window, read only by the sampler's thread
-            deadline = time.monotonic() + 30  # a loaded CI machine may start the thread late: wait for it, not a fixed time
-            while len(memory.readings) > 1 and time.monotonic() < deadline:
-                time.sleep(0.001)
-        assert len(memory.readings) == 1, "the sampler's thread never read the memory"
+            read = memory.feed([900, 300, 200])  # the peak comes and goes inside the window, read only by the sampler's thread
+        assert read, "the sampler's thread never read the memory"
     assert found["peak_bytes"] == 900
 
 
 def test_the_sampler_keeps_nothing_from_before_a_window():
     memory = FakeMemory([100])
     with gpu_ci.PeakSampler(memory, interval=0.001) as sampler:
-        memory.readings = [900, 300, 200]
-        deadline = time.monotonic() + 30
-        while len(memory.readings) > 1 and time.monotonic() < deadline:
-            time.sleep(0.001)
+        memory.feed([900, 300, 200])
         with sampler.window() as found:
             pass
     assert found["peak_bytes"] == 200

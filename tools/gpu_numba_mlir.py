@@ -81,6 +81,10 @@ def main() -> int:
     import os
     from importlib import metadata
 
+    probe = subprocess.run([sys.executable, str(ROOT / "tools" / "numba_mlir_probe.py")], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)  # numba-cuda-mlir on its own, before the course runs on it
+    (args.out / "probe.log").write_text(probe.stdout + "\n--- stderr ---\n" + probe.stderr)
+    print(probe.stdout)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "sitecustomize.py").write_text(SITECUSTOMIZE)
         path = os.pathsep.join(filter(None, [folder, str(ROOT), os.environ.get("PYTHONPATH", "")]))  # keep the wheel folder
@@ -91,10 +95,6 @@ def main() -> int:
                                           "tests/test_launch.py"],
             "chapter 1": [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "chapters/01_introduction"],
         }
-        probe = subprocess.run([sys.executable, str(ROOT / "tools" / "numba_mlir_probe.py")], cwd=ROOT, capture_output=True, text=True,
-                               timeout=600)  # numba-cuda-mlir on its own, before the course runs on it
-        (args.out / "probe.log").write_text(probe.stdout + "\n--- stderr ---\n" + probe.stderr)
-        print(probe.stdout)
         lines = [f"# The course under numba-cuda-mlir {metadata.version('numba_cuda_mlir')}", "",
                  "numba-cuda-mlir on its own (`tools/numba_mlir_probe.py`):", "", "```", probe.stdout.strip(), "```", "",
                  f"numba-cuda {metadata.version('numba-cuda')} installed beside it; `numba.cuda` aliased to `numba_cuda_mlir.cuda`.", "",
