@@ -250,6 +250,18 @@ def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
     assert "chapters/01_introduction/01_first_kernels.ipynb | 9.5 | 14 | 1024 | 512" in text and "abc1234" in text
 
 
+def test_a_record_on_other_cuda_wheels_is_filed_and_described_as_such(tmp_path):
+    record = fake_call(tmp_path / "a", steps={"chapters": {"status": "ok", "counts": {"notebooks": 0}, "notebooks": [], "not_run": []}})
+    record.update(versions="{'python': '3.12.3', 'numba-cuda': '0.30.4', 'cupy-cuda12x': '14.2.0'}",
+                  executed_as="each chapter notebook in its own kernel, the whole card")
+    (tmp_path / "a" / "gpu_ci.json").write_text(json.dumps(record))
+    assert gpu_ci.cuda_wheels(record) == ("12", "14.2.0")
+    assert gpu_ci.cuda_wheels({**record, "versions": "{'cupy-cuda13x': '14.2.0'}"}) is None  # the GPU image's own stack
+    assert gpu_ci.main(["file", str(tmp_path / "a"), "--measurements", str(tmp_path / "m")]) == 0
+    filed = json.loads((tmp_path / "m" / "gpu_ci" / "2026-11-25_h200_cuda12" / "gpu_ci.json").read_text())
+    assert filed["executed_as"].endswith("the whole card, CuPy and Numba on the CUDA 12 wheels (cupy-cuda12x 14.2.0)")
+
+
 def test_the_plugin_marks_listed_tests_and_reads_outcomes():
     entries = {"test_timing.py", "test_widgets.py::test_widget_builds_and_reruns", "tests/test_x.py::test_y[a]"}
     assert gpu_ci_plugin.matches("tests/test_timing.py::test_anything", entries)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import gpucourse
 from gpucourse import mode
-from gpucourse.errors import ArrayArgumentError, GPUOnlyFeature, LaunchConfigError
+from gpucourse.errors import ArrayArgumentError, EnvironmentProblem, GPUOnlyFeature, LaunchConfigError
 from gpucourse.kernels import instructions as I
 
 N = gpucourse.problem_size("ch3_accuracy") + 5
@@ -210,3 +211,18 @@ def test_multiply_add_chain_with_compiler_switches():
     I.multiply_add_chain_c(kept, 0.75, 1e-39, 2)
     I.multiply_add_chain_c(flushed, 0.75, 1e-39, 2, "--ftz=true")
     assert (cupy.asnumpy(kept) > 0).all() and (cupy.asnumpy(flushed) == 0).all()
+    # why the chain is not a cupy.RawKernel: CuPy adds -ftz=true to every build, so there even no option flushes
+    through_cupy, by_cupy = cupy.RawKernel(I.MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c"), cupy.asarray(tiny)
+    through_cupy((1,), (256,), (by_cupy, np.float32(0.75), np.float32(1e-39), np.int32(2), np.int64(tiny.size)))
+    assert (cupy.asnumpy(by_cupy) == 0).all()
+
+
+def test_nvrtc_compile_says_what_to_change(monkeypatch):
+    from gpucourse import compilation
+
+    with pytest.raises(ValueError, match="sm_90"):
+        compilation.nvrtc_compile(I.MULTIPLY_ADD_CHAIN_CUDA_C, "chain", (), "90")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "cupy_backends" else real(name, *rest))
+    with pytest.raises(EnvironmentProblem, match="pip install cupy-cuda12x"):
+        compilation.nvrtc_compile(I.MULTIPLY_ADD_CHAIN_CUDA_C, "chain", (), "compute_75")

@@ -185,6 +185,30 @@ def test_the_cuda12_compilers_known_limit_is_float_atomics_on_blackwell_only(com
     assert names <= on_hopper
 
 
+FLOAT_INSTRUCTIONS = """
+import json, re
+from gpucourse.compilation import nvrtc_compile
+from gpucourse.kernels import cuda_c_sources
+found = {}
+for source in cuda_c_sources():
+    ptx = nvrtc_compile(source.code, source.name, source.nvrtc_options, "compute_75").decode()
+    found[source.name] = sorted(set(re.findall(r"\\b(?:fma|mul|add)(?:\\.rn)?(?:\\.ftz)?\\.f32\\b", ptx)))
+print(json.dumps(found))
+"""
+
+
+def test_each_nvrtc_build_gets_exactly_its_switches(stack_python, tmp_path):
+    # cupy.RawKernel adds -ftz=true to every build, so §3.6.2's chain is built by NVRTC directly: its defaults keep subnormals
+    # (no .ftz), --fmad=false splits every FMA, --ftz=true flushes; everything CuPy builds flushes
+    result = run_in(stack_python, FLOAT_INSTRUCTIONS, tmp_path, GPUCOURSE_MODE="simulator")
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout)
+    chain = {name.split("(")[1].rstrip(")"): ops for name, ops in found.items() if name.startswith("instructions.MULTIPLY_ADD_CHAIN")}
+    assert chain == {"defaults": ["fma.rn.f32"], "--fmad=false": ["add.rn.f32", "mul.rn.f32"], "--ftz=true": ["fma.rn.ftz.f32"]}
+    through_cupy = [ops for source in cuda_c_sources() if source.through_cupy for ops in found[source.name]]
+    assert through_cupy and all(".ftz." in op for op in through_cupy)
+
+
 def test_the_t4_needs_no_hopper_feature(compile_report):
     # the same PTX assembles for the T4: no instruction of a later architecture (cp.async, clusters, TMA) in any kernel
     t4 = [row for row in compile_report["kernels"] if row["arch"] == "sm_75"]

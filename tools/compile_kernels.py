@@ -141,19 +141,11 @@ def numba_ptx(case, arch) -> str:
 
 
 def nvrtc_ptx(source, arch) -> str:
-    """PTX of a registered CUDA C source for `arch`, compiled by NVRTC as cupy.RawModule compiles it."""
-    from cupy_backends.cuda.libs import nvrtc
+    """PTX of a registered CUDA C source for `arch`, with every option NVRTC gets when the course builds it."""
+    from gpucourse.compilation import nvrtc_compile
 
     major, minor = arch.compute_capability
-    program = nvrtc.createProgram(source.code, f"{source.name}.cu", (), ())
-    try:
-        nvrtc.compileProgram(program, (f"-arch=compute_{major}{minor}", *source.options))
-        ptx = nvrtc.getPTX(program)
-    except nvrtc.NVRTCError as failed:
-        raise RuntimeError(f"NVRTC {arch.sm}: {failed}\n{nvrtc.getProgramLog(program)}") from failed
-    finally:
-        nvrtc.destroyProgram(program)
-    return ptx.decode() if isinstance(ptx, bytes) else ptx
+    return nvrtc_compile(source.code, source.name, source.nvrtc_options, f"compute_{major}{minor}").decode()
 
 
 def supported_architectures(wanted):

@@ -1159,6 +1159,12 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def cuda_wheels(record: dict) -> tuple[str, str] | None:
+    """(CUDA major, CuPy version) of a record made on other CUDA wheels than the GPU image's CUDA 13 ones; None for those."""
+    found = re.search(r"'cupy-cuda(\d+)x': '([^']+)'", str(record.get("versions", "")))
+    return (found.group(1), found.group(2)) if found and found.group(1) != "13" else None
+
+
 def command_file(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="gpu_ci.py file", description="Join the calls' records and file them in measurements/.")
     parser.add_argument("sources", nargs="+", type=Path, help="output folders or gpu_ci.tar.gz archives of the calls")
@@ -1167,7 +1173,10 @@ def command_file(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as staging:
         staged = Path(staging)
         merged = merge(read_calls(args.sources, staged))
-        folder = args.measurements / "gpu_ci" / f"{merged['date']}_{gpu_short_name(merged)}"
+        stack = cuda_wheels(merged)
+        if stack and merged.get("executed_as"):  # the website's note on each page names the stack (book/build.py)
+            merged["executed_as"] += f", CuPy and Numba on the CUDA {stack[0]} wheels (cupy-cuda{stack[0]}x {stack[1]})"
+        folder = args.measurements / "gpu_ci" / (f"{merged['date']}_{gpu_short_name(merged)}" + (f"_cuda{stack[0]}" if stack else ""))
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)

@@ -35,12 +35,24 @@ class KernelCase:
 
 @dataclass(frozen=True)
 class CudaCSource:
-    """CUDA C that the course compiles with NVRTC through CuPy: source, options, and each kernel's threads per block."""
+    """CUDA C that the course compiles with NVRTC: source, options, each kernel's threads per block, and who calls NVRTC.
+
+    `through_cupy`: built by cupy.RawKernel or cupy.RawModule, which add compilation.CUPY_NVRTC_OPTIONS to `options`;
+    False for a source built by compilation.nvrtc_kernel with exactly `options`.
+    """
 
     name: str
     code: str
     options: tuple[str, ...]
     entries: dict[str, int] = field(default_factory=dict)
+    through_cupy: bool = True
+
+    @property
+    def nvrtc_options(self) -> tuple[str, ...]:
+        """Every option NVRTC gets for this source."""
+        from ..compilation import CUPY_NVRTC_OPTIONS
+
+        return (*self.options, *CUPY_NVRTC_OPTIONS) if self.through_cupy else self.options
 
 
 def _module_kernels() -> list[tuple[str, object]]:
@@ -244,9 +256,9 @@ def course_kernels() -> list[KernelCase]:
 
 
 def cuda_c_sources() -> list[CudaCSource]:
-    """Every CUDA C source the course hands to cupy.RawKernel or cupy.RawModule, with its options and block sizes."""
+    """Every CUDA C source the course compiles with NVRTC (through CuPy or not), with its options and block sizes."""
     from .. import launch_costs, timing
-    from . import intro, laplace, memory_spaces, montecarlo
+    from . import instructions, intro, laplace, memory_spaces, montecarlo
 
     (_, readonly_rows) = laplace.TUNED["readonly"]
     tuned = {"jacobi_texture_book": 32 * 16, "jacobi_readonly_book": 32 * 16, "jacobi_readonly_rows": 128 * 2,
@@ -265,4 +277,6 @@ def cuda_c_sources() -> list[CudaCSource]:
                     (f"-DROWS={laplace.TUNED['texture'][1]}", f"-DWARP_COLUMNS={laplace.WARP_COLUMNS}"), {"jacobi_texture_rows": 32 * 2}),
         CudaCSource("timing.GATE_SOURCE", timing.GATE_SOURCE, (), {"gpucourse_gate": 1}),
         CudaCSource("launch_costs.COPY_CUDA_C", launch_costs.COPY_CUDA_C, (), {"copy": 1024}),
+        *(CudaCSource(f"instructions.MULTIPLY_ADD_CHAIN_CUDA_C ({switch})", instructions.MULTIPLY_ADD_CHAIN_CUDA_C, options,
+                      {"multiply_add_chain_c": 256}, through_cupy=False) for switch, options in instructions.COMPILER_SWITCHES.items()),
     ]

@@ -151,6 +151,7 @@ def sine_chain_operations(n: int, steps: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # The book's compiler switches one at a time (§3.6.2: -Mcuda=nofma, -Mcuda=flushz): CUDA C compiled by
 # NVRTC with --fmad=false or --ftz=true, where Numba offers only fastmath=True, which sets both and more.
+# Not through cupy.RawKernel: CuPy adds -ftz=true to every build, so its "defaults" would flush subnormals too.
 
 #: x <- x * a + b, 8 * `steps` times per element in float32 registers: one FFMA each, or an FMUL and an FADD.
 MULTIPLY_ADD_CHAIN_CUDA_C = r"""
@@ -170,15 +171,21 @@ extern "C" __global__ void multiply_add_chain_c(float* values, const float a, co
 COMPILER_SWITCHES = {"defaults": (), "--fmad=false": ("--fmad=false",), "--ftz=true": ("--ftz=true",)}
 
 
-@functools.cache
 def multiply_add_chain_c_kernel(switch: str):
-    """The chain as a cupy.RawKernel built with one of COMPILER_SWITCHES (GPU only)."""
+    """The chain built by NVRTC with exactly one of COMPILER_SWITCHES, for the current GPU (GPU only)."""
     from ..arrays import require_cupy
 
     if switch not in COMPILER_SWITCHES:
         raise ValueError(f"switch must be one of {list(COMPILER_SWITCHES)}; got {switch!r}")
     cupy = require_cupy("CUDA C compiled with NVRTC's --fmad and --ftz")
-    return cupy.RawKernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", options=COMPILER_SWITCHES[switch])
+    return _chain_kernel(switch, cupy.cuda.Device().id)
+
+
+@functools.cache
+def _chain_kernel(switch: str, device: int):
+    from ..compilation import nvrtc_kernel
+
+    return nvrtc_kernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", COMPILER_SWITCHES[switch])
 
 
 def multiply_add_chain_c(values, a: float, b: float, steps: int, switch: str = "defaults", threads_per_block: int = 256) -> None:
