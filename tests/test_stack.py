@@ -198,8 +198,8 @@ print(json.dumps(found))
 
 
 def test_each_nvrtc_build_gets_exactly_its_switches(stack_python, tmp_path):
-    # cupy.RawKernel adds -ftz=true to every build, so §3.6.2's chain is built by NVRTC directly: its defaults keep subnormals
-    # (no .ftz), --fmad=false splits every FMA, --ftz=true flushes; everything CuPy builds flushes
+    # cupy.RawKernel adds -ftz=true to every build, so §3.6.2's defaults and --fmad=false are built by NVRTC directly: the
+    # defaults keep subnormals (no .ftz), --fmad=false splits every FMA, --ftz=true flushes; everything CuPy builds flushes
     result = run_in(stack_python, FLOAT_INSTRUCTIONS, tmp_path, GPUCOURSE_MODE="simulator")
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout)

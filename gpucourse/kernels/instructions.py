@@ -151,7 +151,8 @@ def sine_chain_operations(n: int, steps: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # The book's compiler switches one at a time (§3.6.2: -Mcuda=nofma, -Mcuda=flushz): CUDA C compiled by
 # NVRTC with --fmad=false or --ftz=true, where Numba offers only fastmath=True, which sets both and more.
-# Not through cupy.RawKernel: CuPy adds -ftz=true to every build, so its "defaults" would flush subnormals too.
+# cupy.RawKernel adds -ftz=true to every build, so NVRTC's defaults and --fmad=false alone are built by calling NVRTC
+# directly; the --ftz=true build is CuPy's own (the flag it adds anyway).
 
 #: x <- x * a + b, 8 * `steps` times per element in float32 registers: one FFMA each, or an FMUL and an FADD.
 MULTIPLY_ADD_CHAIN_CUDA_C = r"""
@@ -172,7 +173,7 @@ COMPILER_SWITCHES = {"defaults": (), "--fmad=false": ("--fmad=false",), "--ftz=t
 
 
 def multiply_add_chain_c_kernel(switch: str):
-    """The chain built by NVRTC with exactly one of COMPILER_SWITCHES, for the current GPU (GPU only)."""
+    """The chain built with one of COMPILER_SWITCHES for the current GPU, and nothing more (GPU only)."""
     from ..arrays import require_cupy
 
     if switch not in COMPILER_SWITCHES:
@@ -181,10 +182,18 @@ def multiply_add_chain_c_kernel(switch: str):
     return _chain_kernel(switch, cupy.cuda.Device().id)
 
 
+#: The builds that cupy.RawKernel makes (it adds -ftz=true, so only the flushing one); NVRTC itself builds the others.
+BUILT_BY_CUPY = frozenset({"--ftz=true"})
+
+
 @functools.cache
 def _chain_kernel(switch: str, device: int):
     from ..compilation import nvrtc_kernel
 
+    if switch in BUILT_BY_CUPY:
+        import cupy
+
+        return cupy.RawKernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", options=COMPILER_SWITCHES[switch])
     return nvrtc_kernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", COMPILER_SWITCHES[switch])
 
 
