@@ -4,7 +4,7 @@
     python3 tools/cuda_stack_probe.py [--expect-major 12]
 
 Run on a GPU machine before a run that claims a stack (for example the CUDA 12 wheels of the `cuda12` extra on a
-machine whose image has CUDA 13): it compiles and launches a Numba kernel and a CuPy kernel (NVRTC), sorts with CuPy,
+machine whose image has CUDA 13): it compiles and launches a course kernel (Numba) and a CuPy kernel (NVRTC), sorts with CuPy,
 then lists every NVIDIA library mapped into the process (/proc/self/maps) with its path. With --expect-major it exits
 non-zero when a toolkit library of another CUDA major version was loaded (the driver, libcuda, is not counted: one
 driver serves every toolkit up to its own version). Prints Markdown.
@@ -60,18 +60,15 @@ def main() -> int:
     import numpy as np
     from numba import cuda
 
-    @cuda.jit
-    def add_one(x):
-        i = cuda.grid(1)
-        if i < x.size:
-            x[i] += 1.0
+    import gpucourse
+    from gpucourse.kernels import intro
 
-    values = cuda.to_device(np.arange(1000, dtype=np.float32))
-    add_one[4, 256](values)
-    assert np.array_equal(values.copy_to_host(), np.arange(1000, dtype=np.float32) + 1), "the Numba kernel gave a wrong result"
+    values = gpucourse.to_device(np.arange(1000, dtype=np.float32))
+    intro.increment(values, np.float32(1.0))  # one of the course's Numba kernels, compiled by this stack's NVVM
+    assert np.array_equal(gpucourse.to_host(values), np.arange(1000, dtype=np.float32) + 1), "the Numba kernel gave a wrong result"
     from numba.cuda.cudadrv import nvvm
 
-    print(f"Numba: a kernel compiled and ran; NVVM {'.'.join(map(str, nvvm.NVVM().get_version()))}, "
+    print(f"Numba: a course kernel compiled and ran; NVVM {'.'.join(map(str, nvvm.NVVM().get_version()))}, "
           f"driver CUDA {cuda.cudadrv.driver.driver.get_version()}")
 
     import cupy as cp
