@@ -211,7 +211,7 @@ def test_multiply_add_chain_with_compiler_switches():
     I.multiply_add_chain_c(kept, 0.75, 1e-39, 2)
     I.multiply_add_chain_c(flushed, 0.75, 1e-39, 2, "--ftz=true")
     assert (cupy.asnumpy(kept) > 0).all() and (cupy.asnumpy(flushed) == 0).all()
-    # why the chain is not a cupy.RawKernel: CuPy adds -ftz=true to every build, so there even no option flushes
+    # why the defaults are not a cupy.RawKernel: CuPy adds -ftz=true to every build, so there even no option flushes
     through_cupy, by_cupy = cupy.RawKernel(I.MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c"), cupy.asarray(tiny)
     through_cupy((1,), (256,), (by_cupy, np.float32(0.75), np.float32(1e-39), np.int32(2), np.int64(tiny.size)))
     assert (cupy.asnumpy(by_cupy) == 0).all()

@@ -37,10 +37,10 @@ def loaded_libraries() -> list[str]:
 def major_of(path: str) -> int | None:
     """The CUDA major version a toolkit library's file name or folder names (libnvrtc.so.12, .../cu13/...), if any."""
     name = Path(path).name
-    found = re.search(r"\.so\.(\d+)", name) or re.search(r"(?:builtins|cu)(\d{2})", path)
     if name.startswith("libnvvm"):  # libnvvm.so carries no major: its folder does (cuda_nvcc is CUDA 12's wheel)
         found = re.search(r"/cu(\d{2})/", path) or re.search(r"cuda-(\d{2})", path)
         return int(found.group(1)) if found else (12 if "/cuda_nvcc/" in path else None)
+    found = re.search(r"\.so\.(\d+)", name) or re.search(r"(?:builtins|cu)(\d{2})", path)
     return int(found.group(1)) if found else None
 
 
@@ -76,7 +76,8 @@ def main() -> int:
     squares = cp.ElementwiseKernel("float32 x", "float32 y", "y = x * x", "probe_square")  # compiled by NVRTC
     data = cp.asarray(np.random.default_rng(1).random(1 << 16, dtype=np.float32))
     assert float(abs(squares(data).sum() - (data * data).sum())) < 1e-2 * float((data * data).sum()), "CuPy's kernels disagree"
-    assert bool((cp.sort(data)[1:] >= cp.sort(data)[:-1]).all()), "cupy.sort did not sort"
+    ordered = cp.sort(data)
+    assert bool((ordered[1:] >= ordered[:-1]).all()), "cupy.sort did not sort"
     runtime = cp.cuda.runtime
     print(f"CuPy {cp.__version__}: an NVRTC kernel, a reduction and a sort ran; runtime {runtime.runtimeGetVersion()}, "
           f"NVRTC {'.'.join(map(str, cp.cuda.nvrtc.getVersion()))}, driver {runtime.driverGetVersion()}\n")

@@ -188,12 +188,12 @@ BUILT_BY_CUPY = frozenset({"--ftz=true"})
 
 @functools.cache
 def _chain_kernel(switch: str, device: int):
-    from ..compilation import nvrtc_kernel
-
     if switch in BUILT_BY_CUPY:
         import cupy
 
         return cupy.RawKernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", options=COMPILER_SWITCHES[switch])
+    from ..compilation import nvrtc_kernel
+
     return nvrtc_kernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", COMPILER_SWITCHES[switch])
 
 
