@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from .. import mode
 from .guard import paused
 from .sanitizer import racecheck_available, sanitize
-from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, record, speed_problem
+from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, launch_evidence, record, skipped_work, slow_cause, speed_problem
 from .trace import (
     ReplayError,
     Trace,
@@ -125,12 +125,22 @@ def speed_verdict(exercise: str, what: str, mine: Callable[[], object], referenc
                   bytes_per_array: int, where_to_look: str, slowest: float = SLOWER_THAN_REFERENCE) -> tuple[list[str], str]:
     """On a GPU, the student's speed beside the reference and the copy ceiling: (problems, a phrase for the success line).
 
-    A right answer fails when it reaches less than `slowest` times the reference's bandwidth. In the
-    simulator nothing is timed (the check then calls `speed_note` after its success line).
+    A right answer fails when it reaches less than `slowest` times the reference's bandwidth; its message then says
+    what the launches and the compiled code show (`slow_cause`), and `where_to_look` only where they show nothing.
+    After the timing the student's call runs once more on poisoned outputs (`skipped_work`). In the simulator nothing
+    is timed (the check then calls `speed_note` after its success line).
     """
     if mode.is_simulator():
         return [], ""
     comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
+    skipped = skipped_work(mine, reference, what)
+    if skipped:
+        record(exercise, 0.0, slowest)
+        return [skipped], ""
     record(exercise, comparison.ratio, slowest)
+    if comparison.ratio < slowest and not comparison.waits_at:
+        mine_launches = launch_evidence(mine)
+        itemsize = mine_launches[0].itemsize if mine_launches else 4
+        where_to_look = slow_cause(mine_launches, launch_evidence(reference), bytes_per_array // itemsize) or where_to_look
     problem = speed_problem(comparison, what, where_to_look, slowest)
     return ([problem] if problem else []), "; " + comparison.summary()

@@ -12,16 +12,30 @@ GPUCOURSE_SPEED_LOG naming a file, each is also appended to it as a line of JSON
 solution's checks several times and records the lowest ratio: it reads that file, since the screen of
 answer cells refuses any cell that reaches into `gpucourse.checks`, its own probes too). In the simulator a timing
 says nothing about a GPU: `gpu_only_note` prints one line saying that this part is judged only on a GPU.
+
+A slow answer is told what the evidence shows, not a guess: `launch_evidence` records what one call of each
+launches (kernels, blocks, threads) and what the compiler made of each kernel (`ptx_facts`: instructions,
+those before the first global access, integer divisions), and `slow_cause` turns the difference with the
+reference into words. The one a grid-stride loop meets: for `range(start, stop, step)` with a step known only
+at run time, Numba computes the trip count with a 64-bit division in every thread (and LLVM's unrolling of
+any such loop, a `while` too, one more division for its remainder); with one element per thread that set-up
+is paid per element. `skipped_work` calls the student's function once more after the timing on poisoned
+outputs: an answer that skips its work after its first call must not be timed as doing nothing.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import os
 import random
+import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import mode
 from ..device import current_device
@@ -145,3 +159,200 @@ def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str, sl
             f"expected); it reaches {comparison.mine_fraction:.0%} of the copy ceiling ({comparison.mine_gbs:.0f} GB/s), the "
             f"reference {comparison.reference_fraction:.0%} ({comparison.reference_gbs:.0f} GB/s), measured together on this GPU. "
             f"{where_to_look}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence for a slow verdict: what was launched and what was compiled
+
+#: A thread that handles fewer elements than this pays its loop's set-up per element, or nearly.
+FEW_ELEMENTS_PER_THREAD = 4
+#: Blocks of fewer threads than this, each moving few elements, are limited by the rate at which the GPU starts blocks.
+SMALL_BLOCK = 128
+
+_INSTRUCTION = re.compile(r"^\s+(?:@!?%\w+\s+)?([a-z][\w.]*)")
+_INTEGER_DIVISION = re.compile(r"^(?:div|rem)\.[su](?:16|32|64)$")
+_GLOBAL_ACCESS = re.compile(r"^(?:ld|st|red|atom)\.global\b")
+_STEPPED_RANGE = re.compile(r"\brange\s*\([^()]*(?:\([^()]*\)[^()]*)*,[^()]*(?:\([^()]*\)[^()]*)*,")
+
+
+@dataclass(frozen=True)
+class PtxFacts:
+    """Counts read from a kernel's PTX: instructions (parameter loads left out), those before the first global access, divisions."""
+
+    instructions: int
+    setup: int
+    divisions: tuple[str, ...]
+
+
+def ptx_facts(ptx: str) -> PtxFacts:
+    """What a PTX listing holds: its instructions, how many come before the first global load or store, its integer div/rem."""
+    opcodes = []
+    for line in ptx.splitlines():
+        found = _INSTRUCTION.match(line)
+        if found and not found.group(1).startswith("ld.param"):
+            opcodes.append(found.group(1))
+    first = next((k for k, op in enumerate(opcodes) if _GLOBAL_ACCESS.match(op)), len(opcodes))
+    return PtxFacts(len(opcodes), first, tuple(op for op in opcodes if _INTEGER_DIVISION.match(op)))
+
+
+@dataclass(frozen=True)
+class KernelEvidence:
+    """One launch of a timed call: its grid and block, and the facts of its compiled code (`ptx_facts`)."""
+
+    name: str
+    blocks: int
+    threads_per_block: int
+    facts: PtxFacts
+    stepped_range: bool = False  # its source loops over range(start, stop, step)
+    itemsize: int = 4  # bytes per element of its first array argument
+
+    @property
+    def threads(self) -> int:
+        """Threads in the whole grid."""
+        return self.blocks * self.threads_per_block
+
+
+def _compiled_itemsize(kernel) -> int:
+    """Bytes per element of the first array argument of the kernel's latest compiled version (4 if none is known)."""
+    for args in reversed(list(getattr(kernel, "overloads", {}))):
+        for arg in args:
+            dtype = getattr(arg, "dtype", None)
+            if getattr(arg, "ndim", 0) and hasattr(dtype, "bitwidth"):
+                return max(1, dtype.bitwidth // 8)
+    return 4
+
+
+def kernel_evidence(launch, ptx: str) -> KernelEvidence:
+    """Evidence of one recorded launch (`gpucourse.checks.launches.RecordedLaunch`) whose kernel compiled to `ptx`."""
+    from .launches import python_function
+
+    try:
+        source = inspect.getsource(python_function(launch.kernel))
+    except (OSError, TypeError):
+        source = ""
+    return KernelEvidence(launch.name, math.prod(launch.blocks), math.prod(launch.threads), ptx_facts(ptx),
+                          bool(_STEPPED_RANGE.search(source)), _compiled_itemsize(launch.kernel))
+
+
+def launch_evidence(call: Callable[[], object]) -> list[KernelEvidence]:
+    """On a GPU, run `call()` once and return the evidence of each Numba kernel it launched (empty where there is none)."""
+    from .. import compilation
+    from ..timing import synchronize
+    from .launches import recorded_launches
+
+    with recorded_launches() as launches:
+        call()
+    synchronize()
+    found = []
+    for launch in launches:
+        try:
+            found.append(kernel_evidence(launch, compilation.ptx(launch.kernel, -1)))
+        except Exception:  # noqa: BLE001 - a kernel without Numba's PTX (CuPy's): no evidence from it
+            continue
+    return found
+
+
+def slow_cause(mine: Sequence[KernelEvidence], reference: Sequence[KernelEvidence], elements: int) -> str | None:
+    """Words for what the evidence shows a slow answer does that the reference does not (None if the evidence shows nothing)."""
+    if not mine or not reference:
+        return None
+    if len(mine) > len(reference):
+        names = ", ".join(kernel.name for kernel in mine[:4])
+        return (f"Each call launches {len(mine)} kernels ({names}), the reference {len(reference)}: every launch waits for the one "
+                "before it and reads its arrays again. Do the work in one kernel.")
+    threads = sum(kernel.threads for kernel in mine)
+    per_thread = elements / max(threads, 1)
+    kernel, model = max(mine, key=lambda k: k.facts.setup), reference[0]
+    if per_thread >= FEW_ELEMENTS_PER_THREAD:
+        return None
+    launched = f"{threads} threads for {elements} elements, about {per_thread:.1f} per thread"
+    if kernel.threads_per_block < SMALL_BLOCK and model.threads_per_block >= SMALL_BLOCK:
+        return (f"It launches blocks of {kernel.threads_per_block} threads ({launched}), the reference blocks of "
+                f"{model.threads_per_block}: blocks that move so few elements are limited by the rate at which the GPU starts "
+                f"blocks (notebook 2.3). Use blocks of {SMALL_BLOCK} threads or more.")
+    extra = [op for op in kernel.facts.divisions if op not in model.facts.divisions]
+    heavier = kernel.facts.setup >= 2 * model.facts.setup + 16
+    if not extra and not heavier:
+        return None
+    compiled = f"its compiled {kernel.name} runs {kernel.facts.setup} instructions before its first global access (the reference {model.facts.setup})"
+    if extra:
+        compiled += f", integer division among them ({', '.join(sorted(set(extra)))}; the reference has none)"
+    if kernel.stepped_range:
+        why = ("Numba computes the trip count of `range(start, stop, step)` with a step known only at run time by a 64-bit "
+               "division in every thread, before its first element (LLVM's unrolling of the loop adds more set-up, for a "
+               "`while` loop too)")
+    elif extra:
+        why = "an integer division or remainder (`//`, `%`) costs tens of instructions per thread"
+    else:
+        why = "every thread pays that set-up before it moves anything"
+    return (f"Measured: {compiled}; the call runs {launched}. {why}: with one element per thread, that costs more than the "
+            "element's memory traffic. Either take one element per thread without a loop (i = cuda.grid(1); if i < n: ...), or keep "
+            "the grid-stride loop and launch a fixed grid of a few blocks per multiprocessor, so that each thread pays it once "
+            "for many elements.")
+
+
+# ---------------------------------------------------------------------------------------------
+# After the timing: does the student's call still do its work?
+
+
+def _device_arrays(function: Callable) -> dict[int, object]:
+    """The device arrays a function closes over or takes as defaults, by id."""
+    found = {}
+    cells = [cell.cell_contents for cell in (getattr(function, "__closure__", None) or ()) if cell.cell_contents is not None]
+    for value in cells + list(getattr(function, "__defaults__", None) or ()):
+        if hasattr(value, "__cuda_array_interface__") or hasattr(value, "copy_to_host"):
+            found[id(value)] = value
+    return found
+
+
+def _write(array, host: np.ndarray) -> None:
+    if hasattr(array, "copy_to_device"):
+        array.copy_to_device(host)
+    else:
+        array.set(host)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def skipped_work(mine: Callable[[], object], reference: Callable[[], object], what: str) -> str | None:
+    """Words if `mine()`, called again on poisoned outputs, leaves them unwritten where `reference()` writes them (else None).
+
+    The outputs are the device arrays both calls close over that the reference rewrites when they are poisoned.
+    """
+    from ..arrays import poisoned, to_host
+    from ..timing import synchronize
+
+    mine_arrays = _device_arrays(mine)
+    shared = [array for key, array in _device_arrays(reference).items() if key in mine_arrays]
+    if not shared:
+        return None
+    reference()
+    synchronize()
+    right = [to_host(array).copy() for array in shared]
+    outputs = []
+    for array, values in zip(shared, right):
+        try:
+            _write(array, poisoned(values.shape, values.dtype))
+        except (TypeError, ValueError, AttributeError):  # a view that cannot be written whole, or no poison for its type
+            continue
+        reference()
+        synchronize()
+        if _same(to_host(array), values):
+            outputs.append((array, values))
+        else:  # an input (or updated in place): put it back
+            _write(array, values)
+    for array, values in outputs:
+        _write(array, poisoned(values.shape, values.dtype))
+        mine()
+        synchronize()
+        got = to_host(array)
+        if not _same(got, values):
+            wrong = int(np.count_nonzero(~((got == values) | (np.isnan(got) & np.isnan(values)) if got.dtype.kind in "fc"
+                                          else got == values)))
+            _write(array, values)
+            return (f"your {what} stops doing its work after its first calls: called again after the timing, on an output "
+                    f"filled with a marker value, it left {wrong} of {values.size} elements wrong or unwritten. Each call must "
+                    "compute the whole result again (a timed call that skips its work would be timed as doing nothing).")
+    return None
