@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import gpu_only
 
 import gpucourse
 from gpucourse import multigpu
@@ -59,7 +60,7 @@ def test_peer_access_switches_and_restores():
         with pytest.raises((PeerAccessError, DeviceOrdinalError)):
             with multigpu.peer_access(0, 1):
                 pass
-        return
+        gpu_only("two GPUs with peer access (refused here, checked)")
     before = multigpu.set_peer_access(0, 1, False)
     with multigpu.peer_access(0, 1, True):
         assert multigpu.set_peer_access(0, 1, True) == (True, True)  # already on inside the block
@@ -130,7 +131,7 @@ def test_add_from_peer_reads_the_other_gpu():
     with pytest.raises(ArrayArgumentError, match="shape"):
         multigpu.add_from_peer(on_zero[0], on_zero[1], on_zero[2][: n // 2])
     if multigpu.device_count() < 2 or not multigpu.peer_matrix()[0, 1]:
-        return  # the direct read itself needs two GPUs that allow peer access
+        gpu_only("two GPUs with peer access for the direct read (the refusals were checked)")
     before = multigpu.set_peer_access(0, 1, False)
     out, near = on_zero[0], on_zero[1]
     far = multigpu.copy_to_device(remote, 1)
