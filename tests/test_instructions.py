@@ -62,7 +62,7 @@ def test_fast_math_changes_the_instructions():
     if mode.is_simulator():
         with pytest.raises(GPUOnlyFeature):
             compilation.ptx(I.unary_kernel("sin", True))
-        gpu_only("the PTX of a launched kernel; tests/test_compiled.py asserts the same instructions without one")
+        gpu_only("the PTX of a launched kernel; tests/test_stack.py asserts the same instructions without one")
     assert compilation.count_matches(compilation.ptx(I.unary_kernel("sin", True)), r"sin\.approx") >= 1
     assert compilation.count_matches(compilation.ptx(I.unary_kernel("sin", False)), r"sin\.approx") == 0
 

@@ -137,7 +137,7 @@ def test_float_literal_makes_double_precision_instructions():
     if mode.is_simulator():
         with pytest.raises(GPUOnlyFeature, match="PTX"):
             compilation.ptx(intro.scale_by_literal_kernel)
-        gpu_only("the PTX of a launched kernel; tests/test_compiled.py asserts the same float64 instructions without one")
+        gpu_only("the PTX of a launched kernel; tests/test_stack.py asserts the same float64 instructions without one")
     literal = compilation.count_matches(compilation.ptx(intro.scale_by_literal_kernel), r"\.f64")
     typed = compilation.count_matches(compilation.ptx(intro.scale_by_typed_constant_kernel), r"\.f64")
     assert literal > 0 and typed == 0
