@@ -36,6 +36,9 @@ def test_benchmark_a_kernel():
     timing = benchmark(lambda: intro.increment(a, 1.0), repeat=3)
     assert len(timing.samples_ms) == 3 and all(s > 0 for s in timing.samples_ms)
     assert timing.min_ms <= timing.median_ms <= timing.max_ms
+    b = gpucourse.to_device(np.zeros(n, np.float32))
+    thrice = benchmark(lambda: [intro.increment(b, 1.0) for _ in range(3)], repeat=3)  # measured in the same run
+    assert thrice.median_ms > 1.5 * timing.median_ms, (thrice.median_ms, timing.median_ms)
     # samples + warm-up + host-cost calls + first sample, and on a GPU 5 samples of plain back-to-back calls
     calls = 3 * timing.calls_per_sample + max(1, 2) + 3 + 1 + 5 * timing.calls_per_sample
     result = gpucourse.to_host(a)
