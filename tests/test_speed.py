@@ -145,6 +145,41 @@ def test_an_answer_that_skips_its_work_after_its_first_call_is_caught_after_the_
     assert np.array_equal(gpucourse.to_host(out), x + y)
     reference = lambda: _add[1, 64](out, x_d, y_d)  # noqa: E731 - as a check writes it
     words = skipped_work(lambda: lazy(out, x_d, y_d), reference, "add_arrays")
-    assert words is not None and f"{n} of {n} elements" in words
+    assert words is not None and f"left {n} of {n} elements unwritten" in words
     assert np.array_equal(gpucourse.to_host(x_d), x) and np.array_equal(gpucourse.to_host(y_d), y)  # inputs put back
+    assert np.array_equal(gpucourse.to_host(out), x + y)
     assert skipped_work(lambda: _add[1, 64](out, x_d, y_d), reference, "add_arrays") is None
+    assert skipped_work(lambda: _add_rounded_otherwise[1, 64](out, x_d, y_d), reference, "add_arrays") is None
+    assert f"left 0 of {n} elements unwritten and 1 other" in skipped_work(lambda: _add_one_wrong[1, 64](out, x_d, y_d), reference, "add_arrays")
+
+
+@cuda.jit
+def _add_rounded_otherwise(out, x, y):
+    """Right, with other rounding than the reference (a sum in another order differs as much)."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = (x[i] * np.float32(1.0000001)) + y[i]
+
+
+@cuda.jit
+def _add_one_wrong(out, x, y):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + y[i] + (np.float32(1) if i == 5 else np.float32(0))
+
+
+@cuda.jit
+def _smooth_interior(out, x):
+    i = cuda.grid(1)
+    if 0 < i < out.size - 1:
+        out[i] = x[i - 1] + x[i + 1]
+
+
+def test_only_the_elements_the_reference_writes_are_rechecked():
+    """A stencil leaves its boundary alone: the boundary is not the answer's to write, the interior is."""
+    n = 40
+    x = gpucourse.to_device(gpucourse.random_array(n, np.float32, seed=3))
+    out = gpucourse.to_device(np.zeros(n, np.float32))
+    reference = lambda: _smooth_interior[1, 64](out, x)  # noqa: E731
+    assert skipped_work(lambda: _smooth_interior[1, 64](out, x), reference, "sweep") is None
+    assert f"left {n - 2} of {n - 2} elements unwritten" in skipped_work(lambda: out, reference, "sweep")  # does nothing
