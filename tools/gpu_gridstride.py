@@ -4,7 +4,8 @@
 
 For each exercise, at the check's own size, it times (with `gpucourse.checks.speed.compare_speed`, paired with the
 reference, as a check does) a `range(start, stop, step)` grid-stride loop and a `while i < n: ...; i += stride` loop, each
-launched with one thread per element (a full grid) and with a fixed grid of 4 blocks per multiprocessor; it reads the PTX
+launched with one thread per element (a full grid), with a fixed grid of 4 blocks per multiprocessor and with as many
+threads as the GPU holds at once (multiprocessors x max threads per multiprocessor); it reads the PTX
 of each (`gpucourse.checks.speed.ptx_facts`: instructions, those before the first global access, integer divisions) and
 counts the SASS instructions where nvdisasm is on the PATH. Then it runs the exercise's real check on the full-grid range
 answer and keeps its message. Writes OUT_DIR/gridstride.json and OUT_DIR/gridstride.md. A maintainer's tool (GPU only),
@@ -150,16 +151,19 @@ def verdict(check, answer) -> str:
 def main(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    sms = gpucourse.current_device().multiprocessors or 1
+    device = gpucourse.current_device()
+    sms = device.multiprocessors or 1
+    resident = sms * (device.max_threads_per_multiprocessor or 2048)  # threads the GPU runs at once
     rows, verdicts = [], {}
 
     n = gpucourse.problem_size("exercise_1d")
     x, y = (gpucourse.to_device(gpucourse.random_array(n, np.float32, seed=s)) for s in (1, 2))
     out = gpucourse.to_device(np.zeros(n, np.float32))
-    full, fixed = -(-n // 256), 4 * sms
+    full, fixed, filled = -(-n // 256), 4 * sms, resident // 256
     rows += measure("1.1", (ch1._add_reference, full, 256),
                     [("range, full grid", add_range, full, 256), ("while, full grid", add_while, full, 256),
-                     ("range, 4 blocks/SM", add_range, fixed, 256), ("while, 4 blocks/SM", add_while, fixed, 256)],
+                     ("range, 4 blocks/SM", add_range, fixed, 256), ("while, 4 blocks/SM", add_while, fixed, 256),
+                     ("range, GPU filled once", add_range, filled, 256), ("while, GPU filled once", add_while, filled, 256)],
                     (out, x, y), 12 * n, 4 * n)
 
     for label, reference, ranged, looped, block, extra in (
@@ -171,10 +175,12 @@ def main(out_dir: Path) -> None:
         out2 = gpucourse.to_device(np.zeros((rows_, cols), np.float32))
         full2 = (-(-cols // block[0]), -(-rows_ // block[1]))
         fixed2 = (sms, 4)  # 4 blocks per SM
+        filled2 = (sms, resident // sms // (block[0] * block[1]))  # as many threads as the GPU holds at once
         moved = 8 * rows_ * cols + (4 * rows_ if extra == "factors" else 0)
         rows += measure(label, (reference, full2, block),
                         [("range, full grid", ranged, full2, block), ("while, full grid", looped, full2, block),
-                         ("range, 4 blocks/SM", ranged, fixed2, block), ("while, 4 blocks/SM", looped, fixed2, block)],
+                         ("range, 4 blocks/SM", ranged, fixed2, block), ("while, 4 blocks/SM", looped, fixed2, block),
+                         ("range, GPU filled once", ranged, filled2, block), ("while, GPU filled once", looped, filled2, block)],
                         (out2, a, other), moved, 4 * rows_ * cols)
 
     verdicts["1.1"] = verdict(ch1.check_add_arrays, add_arrays_answer)

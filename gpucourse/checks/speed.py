@@ -285,10 +285,9 @@ def slow_cause(mine: Sequence[KernelEvidence], reference: Sequence[KernelEvidenc
         why = "an integer division or remainder (`//`, `%`) costs tens of instructions per thread"
     else:
         why = "every thread pays that set-up before it moves anything"
-    return (f"Measured: {compiled}; the call runs {launched}. {why}: with one element per thread, that costs more than the "
-            "element's memory traffic. Either take one element per thread without a loop (i = cuda.grid(1); if i < n: ...), or keep "
-            "the grid-stride loop and launch a fixed grid of a few blocks per multiprocessor, so that each thread pays it once "
-            "for many elements.")
+    return (f"Measured: {compiled}; the call runs {launched}. {why}: with one element per thread, every element pays that "
+            "set-up. Take one element per thread without a loop (i = cuda.grid(1); if i < n: ...); a grid-stride loop pays off "
+            "only when the grid holds no more threads than the GPU runs at once, each covering many elements.")
 
 
 # ---------------------------------------------------------------------------------------------
