@@ -183,3 +183,29 @@ def test_only_the_elements_the_reference_writes_are_rechecked():
     reference = lambda: _smooth_interior[1, 64](out, x)  # noqa: E731
     assert skipped_work(lambda: _smooth_interior[1, 64](out, x), reference, "sweep") is None
     assert f"left {n - 2} of {n - 2} elements unwritten" in skipped_work(lambda: out, reference, "sweep")  # does nothing
+
+
+@cuda.jit
+def _add_range_loop(out, x, y):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = x[i] + y[i]
+
+
+def add_arrays_range_loop(out, x, y, threads_per_block=256):
+    """A right answer to 1.1 written as a grid-stride loop over a grid of one thread per element (rejected on an H200 at 62 %)."""
+    _add_range_loop[-(-out.size // threads_per_block), threads_per_block](out, x, y)
+
+
+def test_a_grid_stride_answer_to_1_1_passes_or_is_told_its_loop_setup(capsys):
+    """In the simulator it passes (its values are right; speed is judged on a GPU); on a GPU it passes or its message names what
+    the evidence shows (the trip count's division), not a guess about its blocks."""
+    from gpucourse.checks import CheckFailed, ch1
+
+    try:
+        ch1.check_add_arrays(add_arrays_range_loop)
+    except CheckFailed as failed:
+        words = str(failed)
+        assert gpucourse.on_gpu(), words
+        assert "trip count of `range(start, stop, step)`" in words and "128 threads or more" not in words, words
+    else:
+        assert "\u2705 Exercise 1.1" in capsys.readouterr().out
