@@ -75,13 +75,18 @@ def test_a_division_outside_a_range_loop_is_named_as_index_arithmetic():
     assert "`//`, `%`" in words and "rem.s64" in words and "range" not in words
 
 
-def test_small_blocks_and_extra_launches_are_named_from_the_launches():
+def test_small_blocks_extra_launches_local_memory_and_registers_are_named_from_the_evidence():
     reference = [KernelEvidence("reference", -(-N // 256), 256, PLAIN)]
     small = slow_cause([KernelEvidence("add", -(-N // 32), 32, PLAIN)], reference, N)
     assert "blocks of 32 threads" in small and "reference blocks of 256" in small
     twice = slow_cause([KernelEvidence("half", -(-N // 512), 256, PLAIN)] * 2, reference, N)
     assert "launches 2 kernels" in twice and "reference 1" in twice
     assert slow_cause(reference, reference, N) is None  # nothing differs: no cause is invented
+    spilled = slow_cause([KernelEvidence("add", -(-N // 256), 256, PLAIN, registers=40, local_bytes=64)], reference, N)
+    assert "64 bytes per thread in local memory (the reference none)" in spilled
+    reference = [KernelEvidence("reference", -(-N // 256), 256, PLAIN, registers=16)]
+    hungry = slow_cause([KernelEvidence("add", 4 * 132, 256, PLAIN, registers=128)], reference, N)
+    assert "128 registers per thread (the reference 16)" in hungry and "at most 512 of its threads" in hungry
     assert slow_cause([], reference, N) is None  # no Numba launch seen (a CuPy kernel): no evidence
 
 

@@ -205,6 +205,8 @@ class KernelEvidence:
     facts: PtxFacts
     stepped_range: bool = False  # its source loops over range(start, stop, step)
     itemsize: int = 4  # bytes per element of its first array argument
+    registers: int = 0  # per thread, as the compiler reports them (0: not known)
+    local_bytes: int = 0  # local memory per thread (spills, arrays indexed at run time)
 
     @property
     def threads(self) -> int:
@@ -222,7 +224,7 @@ def _compiled_itemsize(kernel) -> int:
     return 4
 
 
-def kernel_evidence(launch, ptx: str) -> KernelEvidence:
+def kernel_evidence(launch, ptx: str, registers: int = 0, local_bytes: int = 0) -> KernelEvidence:
     """Evidence of one recorded launch (`gpucourse.checks.launches.RecordedLaunch`) whose kernel compiled to `ptx`."""
     from .launches import python_function
 
@@ -231,7 +233,7 @@ def kernel_evidence(launch, ptx: str) -> KernelEvidence:
     except (OSError, TypeError):
         source = ""
     return KernelEvidence(launch.name, math.prod(launch.blocks), math.prod(launch.threads), ptx_facts(ptx),
-                          bool(_STEPPED_RANGE.search(source)), _compiled_itemsize(launch.kernel))
+                          bool(_STEPPED_RANGE.search(source)), _compiled_itemsize(launch.kernel), registers, local_bytes)
 
 
 def launch_evidence(call: Callable[[], object]) -> list[KernelEvidence]:
@@ -246,7 +248,8 @@ def launch_evidence(call: Callable[[], object]) -> list[KernelEvidence]:
     found = []
     for launch in launches:
         try:
-            found.append(kernel_evidence(launch, compilation.ptx(launch.kernel, -1)))
+            usage = compilation.resource_usage(launch.kernel)[-1]
+            found.append(kernel_evidence(launch, compilation.ptx(launch.kernel, -1), usage.registers, usage.local_bytes))
         except Exception:  # noqa: BLE001 - a kernel without Numba's PTX (CuPy's): no evidence from it
             continue
     return found
@@ -263,6 +266,16 @@ def slow_cause(mine: Sequence[KernelEvidence], reference: Sequence[KernelEvidenc
     threads = sum(kernel.threads for kernel in mine)
     per_thread = elements / max(threads, 1)
     kernel, model = max(mine, key=lambda k: k.facts.setup), reference[0]
+    spilling = next((k for k in mine if k.local_bytes > 0), None)
+    if spilling is not None and not any(k.local_bytes for k in reference):
+        return (f"Its compiled {spilling.name} keeps {spilling.local_bytes} bytes per thread in local memory (the reference none): "
+                "values spilled from registers, or an array indexed at run time, which go to DRAM and back. Keep per-thread values "
+                "in scalars, or index local arrays with constants.")
+    hungry = max(mine, key=lambda k: k.registers)
+    if hungry.registers > 64 and hungry.registers >= 2 * max(model.registers, 1):
+        return (f"Its compiled {hungry.name} needs {hungry.registers} registers per thread (the reference {model.registers}): a "
+                f"multiprocessor's 65536 registers then hold at most {65536 // hungry.registers} of its threads, and so fewer loads in "
+                "flight than the reference keeps. Keep fewer values alive at once.")
     if per_thread >= FEW_ELEMENTS_PER_THREAD:
         return None
     launched = f"{threads} threads for {elements} elements, about {per_thread:.1f} per thread"
