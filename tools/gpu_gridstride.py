@@ -134,7 +134,7 @@ def measure(label, reference, variants, args, bytes_moved, bytes_per_array):
                      "block": [int(v) for v in np.atleast_1d(block)],
                      "ratio": round(comparison.ratio, 3), "gbs": round(comparison.mine_gbs), "reference_gbs": round(comparison.reference_gbs),
                      "ptx_instructions": facts.instructions, "ptx_setup": facts.setup, "divisions": list(facts.divisions),
-                     "sass_instructions": sass_count(kernel)})
+                     "registers": compilation.resource_usage(kernel)[0].registers, "sass_instructions": sass_count(kernel)})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -190,10 +190,10 @@ def main(out_dir: Path) -> None:
               "seconds": round(time.perf_counter() - started, 1), "rows": rows, "verdicts": verdicts}
     (out_dir / "gridstride.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = [f"# Grid-stride loops beside the references ({record['device']}, numba-cuda {record['numba_cuda']})", "",
-             "| exercise | variant | grid | block | ratio to the reference | GB/s | PTX instr. | before 1st access | divisions | SASS |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| exercise | variant | grid | block | ratio to the reference | GB/s | PTX instr. | before 1st access | divisions | registers | SASS |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['exercise']} | {r['variant']} | {r['grid']} | {r['block']} | {r['ratio']:.2f} | {r['gbs']} | {r['ptx_instructions']} | "
-              f"{r['ptx_setup']} | {' '.join(r['divisions']) or '-'} | {r['sass_instructions'] or '-'} |" for r in rows]
+              f"{r['ptx_setup']} | {' '.join(r['divisions']) or '-'} | {r['registers']} | {r['sass_instructions'] or '-'} |" for r in rows]
     lines += ["", "## The checks on the full-grid range() answers", ""] + [f"- {k}: {v}" for k, v in verdicts.items()]
     (out_dir / "gridstride.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -15,7 +15,7 @@ says nothing about a GPU: `gpu_only_note` prints one line saying that this part 
 
 A slow answer is told what the evidence shows, not a guess: `launch_evidence` records what one call of each
 launches (kernels, blocks, threads) and what the compiler made of each kernel (`ptx_facts`: instructions,
-those before the first global access, integer divisions), and `slow_cause` turns the difference with the
+those before the first global access, integer divisions; its registers and local memory), and `slow_cause` turns the difference with the
 reference into words. The one a grid-stride loop meets: for `range(start, stop, step)` with a step known only
 at run time, Numba computes the trip count with a 64-bit division in every thread (and LLVM's unrolling of
 any such loop, a `while` too, one more division for its remainder); with one element per thread that set-up
