@@ -146,6 +146,8 @@ def verdict(check, answer) -> str:
         return "passed"
     except CheckFailed as failed:
         return str(failed)
+    except Exception as error:  # noqa: BLE001 - a record keeps whatever ended the check
+        return f"{type(error).__name__}: {error}"
 
 
 def main(out_dir: Path) -> None:
