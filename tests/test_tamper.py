@@ -68,7 +68,7 @@ ROUTES = {
     "a dunder name built from pieces": ("ch2", "name = '__' + 'eq__'\n", 1, r"string holding `__`"),
     "a dunder name in escapes": ("ch2", "name = '\\x5f\\x5fclass\\x5f\\x5f'\n", 1, r"string holding `__`"),
     "a metaclass": ("ch2", "class Label(str, metaclass=abc):\n    pass\n", 1, r"class statement's keyword \(`metaclass=`\)"),
-    "type() spelled through an alias of a builtin": ("ch2", "maker = type\n", 1, r"`type` other than as type\(x\)"),
+    "type() spelled through an alias of a builtin": ("ch2", "maker = type\n", 1, r"`type` other than as a question"),
     # raw memory and reflection
     "numba.carray over an object's address": ("ch7", "import numba\n\nwords = numba.carray(id(print), 8)\n", 3,
                                               r"`numba\.carray` is not among"),
@@ -119,6 +119,15 @@ ROUTES = {
         r"may read only coalesced, copy, copy_shared, naive"),
     "the sixth-order weights from 6.5's helper": ("ch6", "def sixth_order_coefficients():\n    return fd.exact_central_coefficients(3)\n",
                                                   2, r"`fd\.exact_central_coefficients\(3\)` is Exercise 6\.1's answer"),
+    "type itself from type(type)": ("ch2", "Liar = type(type(0))('Liar', (str,), {})\n", 1, r"`type` other than as a question"),
+    "type kept under a name": ("ch2", "maker = type(int)\nLiar = maker('Liar', (str,), {})\n", 1, r"`type` other than as a question"),
+    "a forged pass line": ("ch7", "print('\\u2705 Exercise 7.4: right.')\n", 1, r"the \u2705 is the checks' to print"),
+    "host memory pinned for the device at any address": (
+        "ch7", "from numba import cuda\n\nview = cuda.get_current_device().get_primary_context().mempin(print, 0, 64, mapped=True)\n",
+        3, r"`\.get_primary_context` reaches frames, raw memory"),
+    "the CUDA context": ("ch7", "from numba import cuda\n\ncontext = cuda.current_context()\n", 3, r"`cuda\.current_context` is not among"),
+    "a kernel's compiler context": ("ch7", "from numba import cuda\n\n\n@cuda.jit\ndef k(x):\n    pass\n\n\nctx = k.targetctx\n", 9,
+                                    r"`\.targetctx` reaches"),
     "6.5's helper passed on": ("ch6", "weights = fd.exact_central_coefficients\n", 1,
                                r"may be used here only as `fd\.exact_central_coefficients\(4\)`"),
 }
@@ -264,3 +273,32 @@ def test_every_answer_in_the_check_tests_passes_in_its_notebook():
             outcomes = [screen.screen(source, notebook_names(checks)) for checks in used or ["ch1"]]
             assert any(outcome == [] for outcome in outcomes), f"{path.name}: {name}: {screen.refusal_message(outcomes[0])}"
     assert seen > 100
+
+
+# --- in a kernel: the notebook's own names say its chapter (IPython's namespace, not course_names)
+
+KAHAN_BY_REFERENCE = "from gpucourse import summation\n\n\ndef kahan_sum(x):\n    return summation.kahan_sum(x)\n"
+WRONG_KAHAN = "def kahan_sum(x):\n    total = np.float32(0)\n    for value in x:\n        total += value\n    return total\n"
+
+
+def test_in_a_kernel_the_new_routes_are_refused_and_a_right_answer_still_passes():
+    from test_guard import errors_of, run_notebook, text_of
+
+    setup = [cell for cell in code_cells("ch05_monte_carlo") if "setup" in cell["metadata"].get("nbgrader", {}).get("grade_id", "")]
+    solution = next("".join(cell["source"]) for cell in code_cells("ch05_monte_carlo") if "def kahan_sum" in "".join(cell["source"]))
+    routes = [KAHAN_BY_REFERENCE, ROUTES["numba's pickle loader through a module alias"][1],
+              ROUTES["make_dataclass with a run-time dunder"][1], ROUTES["type itself from type(type)"][1],
+              ROUTES["a module as a default argument"][1]]
+    reasons = ["`summation.kahan_sum` is the course's own implementation of Exercise 5.5", "`numba.core.serialize` is not among",
+               "`dataclasses.make_dataclass` is not among", "`type` other than as a question", "`np` is a module"]
+    check = "ch5.check_kahan(kahan_sum)"
+    sources = ["".join(cell["source"]) for cell in setup] + [WRONG_KAHAN] + routes + [check, solution, check]
+    cells = run_notebook(sources)
+    first = len(setup) + 1
+    assert not any(errors_of(cell) for cell in cells[:first]), text_of(cells[:first])
+    for cell, reason in zip(cells[first:first + len(routes)], reasons):
+        refused = errors_of(cell)
+        assert refused and refused[0].ename == "InputRejected" and reason in refused[0].evalue, cell.outputs
+    wrong, right = cells[first + len(routes)], cells[-1]
+    assert errors_of(wrong) and errors_of(wrong)[0].ename == "CheckFailed", wrong.outputs
+    assert not errors_of(right) and "\u2705 Exercise 5.5" in text_of([right]), right.outputs

@@ -31,7 +31,8 @@ NUMPY_EXCLUDED = frozenset({
 })
 
 #: numpy's sub-namespaces an answer may use, each with the names it may not.
-NUMPY_SUBMODULES = {"linalg": frozenset(), "fft": frozenset(), "random": frozenset({"seed", "set_state", "get_state"})}
+NUMPY_SUBMODULES = {"linalg": frozenset(), "fft": frozenset(),
+                    "random": frozenset({"seed", "set_state", "get_state", "set_bit_generator", "get_bit_generator", "test"})}
 
 
 def _public_values(module: types.ModuleType, excluded: frozenset[str]) -> frozenset[str]:
@@ -60,7 +61,7 @@ NUMBA_CUDA = frozenset({
     "popc", "brev", "clz", "ffs", "fma", "cbrt", "selp", "nanosleep", "device_array", "device_array_like", "to_device",
     "pinned_array", "pinned_array_like", "mapped_array", "mapped_array_like", "managed_array", "pinned", "mapped", "stream",
     "default_stream", "per_thread_default_stream", "legacy_default_stream", "external_stream", "event", "event_elapsed_time",
-    "synchronize", "get_current_device", "current_context", "select_device", "list_devices", "gpus", "is_available", "detect",
+    "synchronize", "get_current_device", "select_device", "list_devices", "gpus", "is_available", "detect",
     "defer_cleanup", "declare_device", "is_cuda_array", "vectorize", "guvectorize", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "complex64", "complex128", "boolean", "void", "literal_unroll",
     "profile_start", "profile_stop", "KernelRuntimeError", "CudaSupportError",

@@ -70,7 +70,8 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "gi_frame", "gi_code",
     "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await", "func_globals", "ctypes", "tofile",
     "dump", "dumps", "targetctx", "typingctx", "target_context", "typing_context", "cudadrv", "simulator", "checks", "grading",
-    "exercises", "scripts", "modules", "mro",
+    "exercises", "scripts", "modules", "mro", "targetdescr", "mempin", "memhostalloc", "memalloc", "memfree", "memunpin",
+    "get_primary_context", "memory_manager", "deallocations",
 })
 
 #: Names the set-up and check cells bind, with the one thing each may be bound to (an import of exactly that).
@@ -542,14 +543,27 @@ class _Screen(ast.NodeVisitor):
         elif name in CHECK_MODULES and id(node) not in self.allowed_check_names:
             self.refuse(node, f"`{name}` is the checks' module: an answer cell may only call it as the check cell does "
                               f"(`{name}.check_...(your_function)` on a line of its own).")
-        elif name == "type" and not (isinstance(parent, ast.Call) and parent.func is node and len(parent.args) == 1
-                                     and not parent.keywords):
-            self.refuse(node, "`type` other than as type(x) makes classes the screen cannot read: call type(x) to ask an object's "
-                              "type, or write a class statement.")
+        elif name == "type" and not self._type_question(node):
+            self.refuse(node, "`type` other than as a question (type(x) is float, print(type(x))) can make classes the screen cannot "
+                              "read: compare type(x) with a type, or use isinstance(x, kind).")
         elif isinstance(node.ctx, ast.Load) and not is_root:
             self._bare_name(node)
         elif isinstance(node.ctx, (ast.Store, ast.Del)) and self.depth == 0:
             self.bind(node, name)
+
+    def _type_question(self, node: ast.Name) -> bool:
+        """True for `type(x)` compared with something, formatted, or passed to print, str, repr, isinstance or issubclass.
+
+        Anywhere else its result could be `type` itself (type(int)), which makes classes from strings.
+        """
+        call = self.parents.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node and len(call.args) == 1 and not call.keywords):
+            return False
+        outer = self.parents.get(id(call))
+        if isinstance(outer, (ast.Compare, ast.FormattedValue)):
+            return True
+        return (isinstance(outer, ast.Call) and call in outer.args and isinstance(outer.func, ast.Name)
+                and outer.func.id in ("print", "str", "repr", "isinstance", "issubclass"))
 
     def _bare_name(self, node: ast.Name) -> None:
         root = self._root(node.id) if node.id in self.bindings or node.id in allowed.CONVENTIONAL_ROOTS else None
@@ -670,6 +684,8 @@ class _Screen(ast.NodeVisitor):
             value = value.decode("latin-1")
         if isinstance(value, str) and "__" in value:
             self.refuse(node, "a string holding `__` can name Python's machinery at run time: an answer does not need one.")
+        elif isinstance(value, str) and "\u2705" in value:
+            self.refuse(node, "the \u2705 is the checks' to print: let the check cell say whether the answer is right.")
         elif isinstance(value, str) and _PRIVATE_FIELD.search(value):
             self.refuse(node, "a format field that reads a private attribute (`{0._x}`) reaches another object's insides: format "
                               "plain values.")
