@@ -65,8 +65,8 @@ ROUTES = {
         "ch2", "import dataclasses\n\nLabel = dataclasses.make_dataclass('Label', [], bases=(str,), namespace={'_' * 2 + 'eq' + '_' * 2: "
                "lambda self, other: True})\n", 3, r"`dataclasses\.make_dataclass` is not among"),
     "make_dataclass imported by name": ("ch2", "from dataclasses import make_dataclass as md\n", 1, r"make_dataclass` is not among"),
-    "a dunder name built from pieces": ("ch2", "name = '__' + 'eq__'\n", 1, r"string holding `__`"),
-    "a dunder name in escapes": ("ch2", "name = '\\x5f\\x5fclass\\x5f\\x5f'\n", 1, r"string holding `__`"),
+    "a dunder name built from pieces": ("ch2", "name = '__' + 'eq__'\n", 1, r"name-like string holding `__`"),
+    "a dunder name in escapes": ("ch2", "name = '\\x5f\\x5fclass\\x5f\\x5f'\n", 1, r"name-like string holding `__`"),
     "a metaclass": ("ch2", "class Label(str, metaclass=abc):\n    pass\n", 1, r"class statement's keyword \(`metaclass=`\)"),
     "type() spelled through an alias of a builtin": ("ch2", "maker = type\n", 1, r"`type` other than as a question"),
     # raw memory and reflection
@@ -302,3 +302,19 @@ def test_in_a_kernel_the_new_routes_are_refused_and_a_right_answer_still_passes(
     wrong, right = cells[first + len(routes)], cells[-1]
     assert errors_of(wrong) and errors_of(wrong)[0].ename == "CheckFailed", wrong.outputs
     assert not errors_of(right) and "\u2705 Exercise 5.5" in text_of([right]), right.outputs
+
+
+RAW_KERNEL = """def make_rel_diff_elementwise():
+    cupy = gpucourse.require_cupy("cupy.RawKernel")
+    source = r'''
+    extern "C" __global__ void rel_diff(const float* x, const float* y, float* d, int n) {
+        int i = blockDim.x * blockIdx.x + threadIdx.x;
+        if (i < n) d[i] = fabsf(x[i] - y[i]) / (fabsf(x[i]) + fabsf(y[i]) + 1.0f);
+        __syncthreads();
+    }'''
+    return cupy.RawKernel(source, "rel_diff")
+"""
+
+
+def test_cuda_c_source_with_its_double_underscores_passes():
+    assert refusals_in("ch3_memory", RAW_KERNEL) == []

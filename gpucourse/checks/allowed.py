@@ -122,7 +122,7 @@ def library() -> dict[str, frozenset[str] | str]:
 MODULE_RESULTS = {"gpucourse.require_cupy": "cupy", "gpucourse.array_module": "numpy", "cupy.get_array_module": "numpy"}
 
 #: The names a cell may use for these modules without importing them: their chains are checked all the same.
-CONVENTIONAL_ROOTS = {"np": "numpy", "numpy": "numpy", "cuda": "numba.cuda", "numba": "numba", "cupy": "cupy", "cp": "cupy",
+CONVENTIONAL_ROOTS = {"np": "numpy", "numpy": "numpy", "cuda": "numba.cuda", "numba": "numba", "cupy": "cupy",
                       "cupyx": "cupyx", "math": "math", "cmath": "cmath", "gpucourse": "gpucourse"}
 
 # ---------------------------------------------------------------------------------------------

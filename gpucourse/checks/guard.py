@@ -5,8 +5,8 @@
   whatever is not on its allowlist: imports and attribute chains beyond the listed parts of numpy,
   numba.cuda, math, cupy and a few harmless standard modules; any gpucourse object other than the
   helpers the notebook's exercises use (per check module), and the course's own implementation of
-  an exercise by name; Python's machinery (exec, eval, getattr and kin, dunders, frames, `__` in
-  strings, three-argument `type`, class keywords, attribute assignment, rebinding the notebook's
+  an exercise by name; Python's machinery (exec, eval, getattr and kin, dunders, frames, `__` in name-like
+  strings, `type` other than as a question, class keywords, attribute assignment, rebinding the notebook's
   names). Importing `gpucourse.checks` in IPython registers it as an AST transformer (`install`), so
   a refused cell never runs; `gpucourse.grading.ScreenCells` applies it under `nbgrader autograde`.
 * `deadline(seconds, ...)` ends a call that does not return in time (a SIGALRM timer of the main

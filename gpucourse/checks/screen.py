@@ -12,7 +12,7 @@ its line and one sentence saying what to write instead, for each construct outsi
   implementation of an exercise, named as such; the check modules except in the check cell's call;
 * Python's machinery: `exec`, `eval`, `compile`, `getattr`/`setattr`/`hasattr`, `vars`, `globals`,
   `dir`, `id`, `open`, `__import__`, three-argument `type`, a dunder or private attribute, frame and
-  code attributes, strings holding `__` (names of the machinery built at run time), format fields
+  code attributes, name-like strings holding `__` (names of the machinery built at run time), format fields
   that read private attributes, a class statement's keywords (metaclass=) and its special methods
   other than `__init__`, `__repr__`, `__str__`, any attribute assignment (`x.y = ...`), and
   rebinding the names the set-up and check cells use or Python's builtins.
@@ -83,6 +83,7 @@ CANONICAL_BINDINGS = {
 ALLOWED_DUNDER_METHODS = frozenset({"__init__", "__repr__", "__str__"})
 
 _DUNDER = re.compile(r"^__\w+__$")
+_NAME_LIKE = re.compile(r"\w*")  # a string that could be an attribute's name (C source such as `__global__ void k()` is not)
 _PRIVATE_FIELD = re.compile(r"\{[^{}]*[.\[]\s*_")  # a format field reading a private attribute: "{0._x}", "{0[_x]}"
 _BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("_"))
 _MISSING = object()
@@ -649,6 +650,9 @@ class _Screen(ast.NodeVisitor):
     def _course_chain(self, node: ast.Attribute, name: str, value: object, parts: list[str]) -> list[str] | None:
         """Walk a chain on the course's modules: every object reached must be a helper of this notebook."""
         text = name
+        if isinstance(value, types.ModuleType) and value.__name__.split(".")[1:2] in (["checks"], ["grading"], ["scripts"]):
+            self.refuse(node, f"`{name}` is the course's own machinery (`{value.__name__}`): call only the helpers the exercise names.")
+            return None
         for number, part in enumerate(parts):
             if not isinstance(value, types.ModuleType):
                 return parts[number:]
@@ -682,8 +686,8 @@ class _Screen(ast.NodeVisitor):
         value = node.value
         if isinstance(value, bytes):
             value = value.decode("latin-1")
-        if isinstance(value, str) and "__" in value:
-            self.refuse(node, "a string holding `__` can name Python's machinery at run time: an answer does not need one.")
+        if isinstance(value, str) and "__" in value and _NAME_LIKE.fullmatch(value):
+            self.refuse(node, "a name-like string holding `__` can name Python's machinery at run time: an answer does not need one.")
         elif isinstance(value, str) and "\u2705" in value:
             self.refuse(node, "the \u2705 is the checks' to print: let the check cell say whether the answer is right.")
         elif isinstance(value, str) and _PRIVATE_FIELD.search(value):
