@@ -128,6 +128,11 @@ ROUTES = {
     "the CUDA context": ("ch7", "from numba import cuda\n\ncontext = cuda.current_context()\n", 3, r"`cuda\.current_context` is not among"),
     "a kernel's compiler context": ("ch7", "from numba import cuda\n\n\n@cuda.jit\ndef k(x):\n    pass\n\n\nctx = k.targetctx\n", 9,
                                     r"`\.targetctx` reaches"),
+    "fullwidth letters for a builtin": ("ch7", "up = \uff47\uff45\uff54\uff41\uff54\uff54\uff52(print, 'x')\n", 1, r"`getattr` reads attributes"),
+    "top-level await around a forbidden call": ("ch7", "await expected_streamed_time(vars(math), 0)\n", 1, r"`vars` reaches"),
+    "a module reached through a conditional": ("ch7", "loader = (np if True else math).load\n", 1, r"`np` is a module"),
+    "a module reached through a walrus": ("ch7", "loader = (m := np).load\n", 1, r"`np` is a module"),
+    "a module handed to a class as its base": ("ch7", "class Liar(np):\n    pass\n", 1, r"`np` is a module"),
     "6.5's helper passed on": ("ch6", "weights = fd.exact_central_coefficients\n", 1,
                                r"may be used here only as `fd\.exact_central_coefficients\(4\)`"),
 }

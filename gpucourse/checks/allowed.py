@@ -2,8 +2,8 @@
 
 An answer reaches a module's insides only by an attribute chain that these tables list:
 
-* `LIBRARY`: for each library namespace an answer may name (`numpy`, `numba.cuda`, `math`...), the
-  attributes it may take from it (`"*"`: every public one). A name listed that is itself a key is a
+* `library()`: for each library namespace an answer may name (`numpy`, `numba.cuda`, `math`...), the
+  attributes it may take from it (never a module but the namespaces listed). A name listed that is itself a key is a
   namespace again (`numba.cuda.shared`); any other is a leaf (a function, a type, a constant), whose
   own attributes are the object's, checked as any value's are.
 * `COURSE`: for each exercise notebook (named by its check module), the `gpucourse` objects its
@@ -52,6 +52,20 @@ def _public_values(module: types.ModuleType, excluded: frozenset[str]) -> frozen
     return frozenset(names)
 
 
+def _module_values(name: str) -> frozenset[str]:
+    """The public functions, types and numbers of the module `name` (none if it cannot be imported in this mode)."""
+    import importlib
+
+    try:
+        return _public_values(importlib.import_module(name), frozenset())
+    except ImportError:
+        return frozenset()
+
+
+#: The atomic operations of numba.cuda.atomic.
+NUMBA_CUDA_ATOMIC = frozenset({"add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor", "inc", "dec", "exch",
+                               "compare_and_swap", "cas"})
+
 #: numba.cuda: what kernels and their launches use (no driver, compiler, simulator or serialization internals).
 NUMBA_CUDA = frozenset({
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "warpsize", "shared", "local", "const",
@@ -82,20 +96,20 @@ CUPY_CUDA = frozenset({"Stream", "Event", "Device", "get_elapsed_time", "get_cur
 
 
 @functools.cache
-def library() -> dict[str, frozenset[str] | str]:
-    """Every library namespace an answer may name, with the attributes it may take ("*": all public ones)."""
+def library() -> dict[str, frozenset[str]]:
+    """Every library namespace an answer may name, with the attributes it may take from it."""
     import numpy as np
 
     numpy_names = _public_values(np, NUMPY_EXCLUDED) | frozenset(NUMPY_SUBMODULES)
-    table: dict[str, frozenset[str] | str] = {"numpy": numpy_names}
+    table: dict[str, frozenset[str]] = {"numpy": numpy_names}
     for name, excluded in NUMPY_SUBMODULES.items():
         table[f"numpy.{name}"] = _public_values(getattr(np, name), excluded)
     table.update({
-        "math": "*", "cmath": "*", "itertools": "*", "heapq": "*", "bisect": "*",
+        **{name: _module_values(name) for name in ("math", "cmath", "itertools", "heapq", "bisect", "numba.cuda.libdevice",
+                                                   "numba.cuda.fp16")},
         "numba": NUMBA, "numba.cuda": NUMBA_CUDA,
         "numba.cuda.shared": frozenset({"array"}), "numba.cuda.local": frozenset({"array"}),
-        "numba.cuda.const": frozenset({"array_like"}), "numba.cuda.atomic": "*", "numba.cuda.libdevice": "*",
-        "numba.cuda.fp16": "*", "numba.cuda.cg": frozenset({"this_grid"}),
+        "numba.cuda.const": frozenset({"array_like"}), "numba.cuda.atomic": NUMBA_CUDA_ATOMIC, "numba.cuda.cg": frozenset({"this_grid"}),
         "numba.cuda.random": frozenset({"create_xoroshiro128p_states", "init_xoroshiro128p_states", "xoroshiro128p_uniform_float32",
                                         "xoroshiro128p_uniform_float64", "xoroshiro128p_normal_float32",
                                         "xoroshiro128p_normal_float64", "xoroshiro128p_dtype"}),

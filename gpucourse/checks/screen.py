@@ -193,7 +193,7 @@ def _library_allowed(path: str) -> bool:
         return True
     parent, _, name = path.rpartition(".")
     names = table.get(parent)
-    return names is not None and not name.startswith("_") and (names == "*" or name in names)
+    return names is not None and not name.startswith("_") and name in names
 
 
 def _library_top(path: str) -> str:
@@ -633,7 +633,7 @@ class _Screen(ast.NodeVisitor):
                 return parts[number:]
             text += f".{part}"
             names = table[path]
-            if part.startswith("_") or (names != "*" and part not in names):
+            if part.startswith("_") or part not in names:
                 self.refuse(node, f"`{text}` is not among what an answer may use of {_library_top(path)}: {_INSTEAD}")
                 return None
             path = f"{path}.{part}"
