@@ -121,7 +121,7 @@ ROUTES = {
                                                   2, r"`fd\.exact_central_coefficients\(3\)` is Exercise 6\.1's answer"),
     "type itself from type(type)": ("ch2", "Liar = type(type(0))('Liar', (str,), {})\n", 1, r"`type` other than as a question"),
     "type kept under a name": ("ch2", "maker = type(int)\nLiar = maker('Liar', (str,), {})\n", 1, r"`type` other than as a question"),
-    "a forged pass line": ("ch7", "print('\\u2705 Exercise 7.4: right.')\n", 1, r"the \u2705 is the checks' to print"),
+    "a forged pass line": ("ch7", "print('\\u2705 Exercise 7.4: right.')\n", 1, r"a check mark \(U\+2705\) is the checks' to print"),
     "host memory pinned for the device at any address": (
         "ch7", "from numba import cuda\n\nview = cuda.get_current_device().get_primary_context().mempin(print, 0, 64, mapped=True)\n",
         3, r"`\.get_primary_context` reaches frames, raw memory"),

@@ -128,14 +128,22 @@ def _is_course_module(value: object) -> bool:
 
 
 def _is_course_value(value: object) -> bool:
-    """A function, class or kernel defined by the course (not an instance of one: those are plain values)."""
+    """A function, class, kernel or launcher defined by the course (not a plain instance of one: those are values)."""
     if isinstance(value, types.ModuleType):
         return _is_course_module(value)
-    function = getattr(value, "py_func", value) if not isinstance(value, type) else value
-    if not isinstance(function, (types.FunctionType, types.BuiltinFunctionType, type, functools.partial)):
-        return False
-    module = getattr(function, "__module__", "") or ""
-    return module == "gpucourse" or module.startswith("gpucourse.")
+    try:  # a kernel's Python function, read from the instance's own attributes (no __getattr__ of a library object runs)
+        own = vars(value) if not isinstance(value, type) else {}
+    except TypeError:  # no __dict__
+        own = {}
+    candidates = [value, own.get("py_func"), own.get("fn"), own.get("__wrapped__")]
+    if callable(value) and not isinstance(value, type):
+        candidates.append(type(value))  # a launcher object of the course's own class
+    for candidate in candidates:
+        if isinstance(candidate, (types.FunctionType, types.BuiltinFunctionType, type, functools.partial)):
+            module = getattr(candidate, "__module__", "") or ""
+            if module == "gpucourse" or module.startswith("gpucourse."):
+                return True
+    return False
 
 
 @functools.cache
@@ -689,7 +697,7 @@ class _Screen(ast.NodeVisitor):
         if isinstance(value, str) and "__" in value and _NAME_LIKE.fullmatch(value):
             self.refuse(node, "a name-like string holding `__` can name Python's machinery at run time: an answer does not need one.")
         elif isinstance(value, str) and "\u2705" in value:
-            self.refuse(node, "the \u2705 is the checks' to print: let the check cell say whether the answer is right.")
+            self.refuse(node, "a check mark (U+2705) is the checks' to print: let the check cell say whether the answer is right.")
         elif isinstance(value, str) and _PRIVATE_FIELD.search(value):
             self.refuse(node, "a format field that reads a private attribute (`{0._x}`) reaches another object's insides: format "
                               "plain values.")
@@ -764,7 +772,11 @@ class ScreenCells(ast.NodeTransformer):
         if self.earlier:
             message, self.earlier = self.earlier, None
             raise InputRejected(message)
-        refusals = screen_tree(node, self.names)
+        try:
+            refusals = screen_tree(node, self.names)
+        except Exception as exc:  # noqa: BLE001 - IPython drops a transformer that raises anything else: refuse instead
+            raise InputRejected("This cell was not run: the course's screen could not read it "
+                                f"({type(exc).__name__}: {exc}); write it more plainly.") from exc
         if refusals:
             raise InputRejected(refusal_message(refusals))
         return node
