@@ -133,6 +133,9 @@ ROUTES = {
     "a module reached through a conditional": ("ch7", "loader = (np if True else math).load\n", 1, r"`np` is a module"),
     "a module reached through a walrus": ("ch7", "loader = (m := np).load\n", 1, r"`np` is a module"),
     "a module handed to a class as its base": ("ch7", "class Liar(np):\n    pass\n", 1, r"`np` is a module"),
+    "the course's command line imported (and so run)": ("ch7", "import gpucourse.__main__ as cli\n", 1,
+                                                         r"`gpucourse\.__main__` is the course's own machinery"),
+    "numpy.testing's temporary folders": ("ch7", "from numpy.testing import tempdir\n", 1, r"`numpy\.testing\.tempdir` is not among"),
     "6.5's helper passed on": ("ch6", "weights = fd.exact_central_coefficients\n", 1,
                                r"may be used here only as `fd\.exact_central_coefficients\(4\)`"),
 }
@@ -190,7 +193,7 @@ def test_every_exercise_has_its_course_implementations_in_the_table():
     for exercise, (checks, paths) in allowed.REFERENCES.items():
         assert checks in CHECK_MODULES and paths, exercise
         for path in paths:
-            assert screen._course_object(path) is not screen._MISSING, f"{exercise}: {path} is not in the course"
+            assert screen._course_object(path, private=True) is not screen._MISSING, f"{exercise}: {path} is not in the course"
 
 
 def reference_answers(path: str) -> list[tuple[str, int, str]]:
@@ -223,7 +226,7 @@ def test_no_exercise_can_be_answered_by_the_course_own_implementation(exercise, 
 
 
 def test_the_helpers_each_notebook_may_use_are_no_exercise_reference():
-    references = {id(screen._course_object(path)) for _, paths in allowed.REFERENCES.values() for path in paths}
+    references = {id(screen._course_object(path, private=True)) for _, paths in allowed.REFERENCES.values() for path in paths}
     for checks, paths in allowed.COURSE.items():
         for path in sorted(paths | allowed.COURSE_GENERAL):
             value = screen._course_object(path)
@@ -323,3 +326,23 @@ RAW_KERNEL = """def make_rel_diff_elementwise():
 
 def test_cuda_c_source_with_its_double_underscores_passes():
     assert refusals_in("ch3_memory", RAW_KERNEL) == []
+
+
+def test_no_name_of_the_library_table_is_a_module_it_does_not_list():
+    """A leaf of the table is a function, type or number: were it a module, its attributes would go unchecked."""
+    table = allowed.library()
+    checked = 0
+    for key, names in table.items():
+        try:
+            namespace = importlib.import_module(key)
+        except ImportError:
+            parent, _, last = key.rpartition(".")
+            try:
+                namespace = getattr(importlib.import_module(parent), last)
+            except (ImportError, AttributeError, ValueError):
+                continue  # not in this installation (cupy without a GPU) or not in this mode (the simulator's numba.cuda.atomic)
+        for name in names:
+            value = getattr(namespace, name, None)
+            assert not isinstance(value, type(importlib)) or f"{key}.{name}" in table, f"{key}.{name} is a module"
+            checked += 1
+    assert checked > 500

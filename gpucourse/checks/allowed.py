@@ -35,6 +35,11 @@ NUMPY_SUBMODULES = {"linalg": frozenset(), "fft": frozenset(),
                     "random": frozenset({"seed", "set_state", "get_state", "set_bit_generator", "get_bit_generator", "test"})}
 
 
+#: numpy.testing's comparisons (not its temporary files, threads or extension builders).
+NUMPY_TESTING = frozenset({"assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_equal", "assert_almost_equal",
+                           "assert_array_less", "assert_array_max_ulp", "assert_array_almost_equal_nulp"})
+
+
 def _public_values(module: types.ModuleType, excluded: frozenset[str]) -> frozenset[str]:
     """The public functions, types and numbers of a module (no submodules), less `excluded`."""
     names = set()
@@ -100,8 +105,8 @@ def library() -> dict[str, frozenset[str]]:
     """Every library namespace an answer may name, with the attributes it may take from it."""
     import numpy as np
 
-    numpy_names = _public_values(np, NUMPY_EXCLUDED) | frozenset(NUMPY_SUBMODULES)
-    table: dict[str, frozenset[str]] = {"numpy": numpy_names}
+    numpy_names = _public_values(np, NUMPY_EXCLUDED) | frozenset(NUMPY_SUBMODULES) | {"testing"}
+    table: dict[str, frozenset[str]] = {"numpy": numpy_names, "numpy.testing": NUMPY_TESTING}
     for name, excluded in NUMPY_SUBMODULES.items():
         table[f"numpy.{name}"] = _public_values(getattr(np, name), excluded)
     table.update({
@@ -113,7 +118,7 @@ def library() -> dict[str, frozenset[str]]:
         "numba.cuda.random": frozenset({"create_xoroshiro128p_states", "init_xoroshiro128p_states", "xoroshiro128p_uniform_float32",
                                         "xoroshiro128p_uniform_float64", "xoroshiro128p_normal_float32",
                                         "xoroshiro128p_normal_float64", "xoroshiro128p_dtype"}),
-        "cupy": (numpy_names - {"ndarray"}) | CUPY_EXTRA, "cupy.cuda": CUPY_CUDA,
+        "cupy": (numpy_names - {"ndarray", "testing"}) | CUPY_EXTRA, "cupy.cuda": CUPY_CUDA,
         "cupy.fft": table["numpy.fft"], "cupy.linalg": table["numpy.linalg"], "cupy.random": table["numpy.random"],
         "cupyx": frozenset({"scipy", "zeros_pinned", "empty_pinned", "zeros_like_pinned", "empty_like_pinned"}),
         "cupyx.scipy": frozenset({"fft"}), "cupyx.scipy.fft": table["numpy.fft"] | {"get_fft_plan"},
@@ -223,8 +228,8 @@ REFERENCES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: Calls of an allowed course object that are an exercise's answer (checked as REFERENCES are): (path, constant arguments).
-REFERENCE_CALLS = {"6.1": ("gpucourse.finite_difference.exact_central_coefficients", (3,)),
-                   "3.4.1": ("gpucourse.kernels.transpose.kernels", "no_bank_conflicts")}
+#: (3.4.1's padded transpose, `kernels().no_bank_conflicts`, is kept out by COURSE_FACTORIES.)
+REFERENCE_CALLS = {"6.1": ("gpucourse.finite_difference.exact_central_coefficients", (3,))}
 
 
 def exercise_of(path: str) -> str | None:

@@ -104,10 +104,14 @@ class Refusal:
 # The course's objects
 
 
-def _course_object(path: str) -> object:
-    """The object a dotted gpucourse path names (`gpucourse.sizes.SIZES`), importing modules on the way; _MISSING if none."""
+def _course_object(path: str, private: bool = False) -> object:
+    """The object a dotted gpucourse path names (`gpucourse.sizes.SIZES`), importing modules on the way; _MISSING if none.
+
+    A path with a private part (`gpucourse.__main__`) is followed only for the course's own tables (`private=True`): an
+    answer's is refused by name, and importing it could run it.
+    """
     parts = path.split(".")
-    if parts[0] != "gpucourse":
+    if parts[0] != "gpucourse" or (not private and any(part.startswith("_") for part in parts)):
         return _MISSING
     value: object = importlib.import_module("gpucourse")
     for number, part in enumerate(parts[1:], start=2):
@@ -169,7 +173,7 @@ def _special_table() -> tuple[dict[int, tuple[str, object]], tuple[object, ...]]
     kept = []
 
     def add(path: str, kind: str, data: object) -> None:
-        value = _course_object(path)
+        value = _course_object(path, private=True)
         if value is not _MISSING:
             table.setdefault(id(value), (kind, data))
             kept.append(value)
