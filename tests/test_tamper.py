@@ -196,14 +196,15 @@ def test_every_exercise_has_its_course_implementations_in_the_table():
             assert screen._course_object(path, private=True) is not screen._MISSING, f"{exercise}: {path} is not in the course"
 
 
-def reference_answers(path: str) -> list[tuple[str, int, str]]:
-    """(source, line, what the refusal names) for three ways a student calls the course object at `path`."""
+def reference_answers(path: str) -> list[tuple[str, int]]:
+    """(source, line of the call) for three ways a student calls the course object at `path`: imported by name, through its
+    module under an alias of one's own, and along the whole chain from gpucourse."""
     module, _, name = path.rpartition(".")
     short = module.rpartition(".")[2]
     return [
-        (f"from {module} import {name} as helper\n\n\ndef answer(*args):\n    return helper(*args)\n", 1, re.escape(f"{module}.{name}")),
-        (f"import {module} as {short}_\n\n\ndef answer(*args):\n    return {short}_.{name}(*args)\n", 5, re.escape(f"{short}_.{name}")),
-        (f"def answer(*args):\n    return {path}(*args)\n", 2, r"gpucourse\."),
+        (f"from {module} import {name} as helper\n\n\ndef answer(*args):\n    return helper(*args)\n", 5),
+        (f"import {module} as {short}_\n\n\ndef answer(*args):\n    return {short}_.{name}(*args)\n", 5),
+        (f"def answer(*args):\n    return {path}(*args)\n", 2),
     ]
 
 
@@ -213,7 +214,7 @@ REFERENCE_CASES = [(exercise, path) for exercise, (_, paths) in sorted(allowed.R
 @pytest.mark.parametrize(("exercise", "path"), REFERENCE_CASES, ids=[f"{e}-{p.rpartition('.')[2]}" for e, p in REFERENCE_CASES])
 def test_no_exercise_can_be_answered_by_the_course_own_implementation(exercise, path):
     checks = allowed.REFERENCES[exercise][0]
-    for source, line, _ in reference_answers(path):
+    for source, line in reference_answers(path):
         refusals = refusals_in(checks, source)
         assert refusals, f"Exercise {exercise}: {source!r} is not refused"
         reasons = r"(course's own implementation of Exercise [\d.]+|not among the course (helpers|modules)|course's own machinery)"
@@ -223,6 +224,14 @@ def test_no_exercise_can_be_answered_by_the_course_own_implementation(exercise, 
         named = {other for other, (_, paths) in allowed.REFERENCES.items() if path in paths}
         messages = [refusal.message for refusal in refusals_in(checks, reference_answers(path)[0][0])]
         assert any(f"Exercise {other}" in message for other in named for message in messages), messages
+
+
+def test_the_notebook_names_never_import_a_module_a_cell_merely_names():
+    import sys
+
+    names = screen.course_names(["import antigravity\nfrom this import s\nimport gpucourse.__main__\nimport numpy.linalg as la\n"])
+    assert "antigravity" not in sys.modules and "this" not in sys.modules and "gpucourse.__main__" not in sys.modules
+    assert set(names) == {"la", "gpucourse"}  # `import gpucourse.__main__` binds the name gpucourse, as Python does
 
 
 def test_the_helpers_each_notebook_may_use_are_no_exercise_reference():
