@@ -188,7 +188,7 @@ REFERENCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "1.3": ("ch1", ("gpucourse.checks.ch1._fill_reference", "gpucourse.kernels.intro.increment_grid_stride")),
     "1.4": ("ch1", ("gpucourse.validate.launch_1d", "gpucourse.validate.check_threads_per_block", "gpucourse.validate.blocks_to_cover")),
     "2.1": ("ch2", ("gpucourse.effective_bandwidth_gbs", "gpucourse.timing.effective_bandwidth_gbs")),
-    "2.2": ("ch2", ("gpucourse.validate.check_threads_per_block", "gpucourse.kernels.metrics.copy_variant")),
+    "2.2": ("ch2", ("gpucourse.validate.check_threads_per_block", "gpucourse.timing.Timing", "gpucourse.kernels.metrics.copy_variant")),
     "2.3": ("ch2", ("gpucourse.kernels.metrics.classify_bound", "gpucourse.kernels.metrics.LimitTimes")),
     "2.4": ("ch2", ("gpucourse.kernels.metrics.copy_ilp", "gpucourse.kernels.metrics.ilp_copy_kernel",
                     "gpucourse.kernels.execution.copy_ilp")),

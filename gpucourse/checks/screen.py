@@ -11,17 +11,20 @@ its line and one sentence saying what to write instead, for each construct outsi
   exercise notebook from the chapter check module its set-up cell imports), and the course's own
   implementation of an exercise, named as such; the check modules except in the check cell's call;
 * Python's machinery: `exec`, `eval`, `compile`, `getattr`/`setattr`/`hasattr`, `vars`, `globals`,
-  `dir`, `id`, `open`, `__import__`, three-argument `type`, a dunder or private attribute, frame and
-  code attributes, name-like strings holding `__` (names of the machinery built at run time), format fields
-  that read private attributes, a class statement's keywords (metaclass=) and its special methods
-  other than `__init__`, `__repr__`, `__str__`, any attribute assignment (`x.y = ...`), and
-  rebinding the names the set-up and check cells use or Python's builtins.
+  `dir`, `id`, `open`, `__import__`, `type` other than as a question (`type(x) is float`: type(int)
+  is `type` itself, a maker of classes), a dunder or private attribute, frame, code, raw-memory and
+  compiler-context attributes, name-like strings holding `__` (names of the machinery built at run
+  time), format fields that read private attributes, a printed check mark, a class statement's
+  keywords (metaclass=) and its special methods other than `__init__`, `__repr__`, `__str__`, any
+  attribute assignment (`x.y = ...`), and rebinding the names the set-up and check cells use or
+  Python's builtins.
 
 `install` registers the screen with IPython as an AST transformer (a refused cell never runs);
 `gpucourse.grading.ScreenCells` applies it under `nbgrader autograde`.
 
 What it leaves open: it reads the source as written, so an object the check hands over (an argument)
-or a value returned by an allowed call is not followed; its methods are checked by name only.
+or a value returned by an allowed call is not followed (its attributes are checked by name only),
+and a string built at run time is not read (it can reach nothing without the refused sinks above).
 """
 
 from __future__ import annotations
