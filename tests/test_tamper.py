@@ -264,19 +264,42 @@ def test_the_table_of_helpers_is_what_the_solutions_use():
 
 
 #: Functions of the check tests that are not answers a student could write: helpers of the tests themselves, and wrong
-#: answers built by calling the course's own model (the screen refuses those, rightly).
+#: answers built by calling the course's own model or the check's catalogue (the screen refuses those, rightly).
 NOT_ANSWERS = {"access", "student", "sorted_hosts", "no_steps_by_hand"}
 
 
 def answers_in(path) -> list[tuple[str, str, list[str]]]:
-    """(name, source with decorators, the check modules the file calls) for each top-level function or class of a test file."""
+    """(name, source with decorators, the check modules the file calls) for each answer of a check test file.
+
+    An answer is a top-level function or class handed to a check (`chN.check_...(answer)`) or listed in a table of cases, and
+    whatever top-level function or kernel those use; fixtures and the tests' own helpers are not.
+    """
     source = path.read_text()
+    tree = ast.parse(source)
     used = sorted(set(re.findall(r"\b(" + "|".join(sorted(CHECK_MODULES)) + r")\.check_", source)))
+    definitions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                   and not node.name.startswith("test_") and node.name not in NOT_ANSWERS}
+
+    def names_in(node) -> set[str]:
+        return {child.id for child in ast.walk(node) if isinstance(child, ast.Name) and child.id in definitions}
+
+    seeds: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("check_"):
+            seeds |= set().union(*(names_in(argument) for argument in [*node.args, *node.keywords]))
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            seeds |= names_in(node)
+    answers, todo = set(), list(seeds)
+    while todo:
+        name = todo.pop()
+        if name not in answers:
+            answers.add(name)
+            todo += names_in(definitions[name]) - answers
     found = []
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("test_") and node.name not in NOT_ANSWERS:
-            decorators = "".join(f"@{ast.get_source_segment(source, decorator)}\n" for decorator in node.decorator_list)
-            found.append((node.name, decorators + ast.get_source_segment(source, node), used))
+    for name in sorted(answers):
+        node = definitions[name]
+        decorators = "".join(f"@{ast.get_source_segment(source, decorator)}\n" for decorator in node.decorator_list)
+        found.append((name, decorators + ast.get_source_segment(source, node), used))
     return found
 
 
