@@ -36,6 +36,7 @@ class RecordedLaunch:
     blocks: tuple[int, int, int]
     threads: tuple[int, int, int]
     args: tuple = field(default=(), compare=False, repr=False)  # the arguments it was launched with (empty for a bound launch)
+    shared_bytes: int = field(default=0, compare=False)  # dynamic shared memory asked for at the launch (bytes)
 
     @property
     def name(self) -> str:
@@ -70,7 +71,7 @@ def recorded_launches(dry: bool = False) -> Iterator[list[RecordedLaunch]]:
             if self._device or simulated._kernel_context:
                 return original(self, *args)
             grid, block = simulated.normalize_kernel_dimensions(self.grid_dim, self.block_dim)
-            launches.append(RecordedLaunch(self, _dims3(grid), _dims3(block), args))
+            launches.append(RecordedLaunch(self, _dims3(grid), _dims3(block), args, int(self.dynshared_size or 0)))
             return None if dry else original(self, *args)
 
         simulated.FakeCUDAKernel.__call__ = call
@@ -81,13 +82,13 @@ def recorded_launches(dry: bool = False) -> Iterator[list[RecordedLaunch]]:
         original = dispatcher._LaunchConfiguration.__call__
 
         def call(self, *args):
-            launches.append(RecordedLaunch(self.dispatcher, _dims3(self.griddim), _dims3(self.blockdim), args))
+            launches.append(RecordedLaunch(self.dispatcher, _dims3(self.griddim), _dims3(self.blockdim), args, int(self.sharedmem or 0)))
             return None if dry else original(self, *args)
 
         original_bound = BoundKernel.launch
 
         def bound(self, handle: int = 0):
-            launches.append(RecordedLaunch(self.kernel, self.blocks, self.threads))
+            launches.append(RecordedLaunch(self.kernel, self.blocks, self.threads, (), self.shared_bytes))
             return None if dry else original_bound(self, handle)
 
         dispatcher._LaunchConfiguration.__call__ = call
@@ -182,6 +183,48 @@ def shared_declaration_problems(kernels: Sequence[object]) -> list[str]:
             continue
         problems += [computed_shape_message(shape) for shape, computed in declarations if computed]
     return problems
+
+
+def dynamic_shared_itemsizes(kernel) -> list[int]:
+    """The item size (bytes) of each dynamic shared array (shape 0) a kernel declares, read from its source."""
+    function = python_function(kernel)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    names = dict(getattr(function, "__globals__", {}))
+    with contextlib.suppress(TypeError, ValueError):
+        names.update(inspect.getclosurevars(function).nonlocals)
+    sizes = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "shared"):
+            continue
+        shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
+        dtype = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        if not (isinstance(shape, ast.Constant) and shape.value == 0) or dtype is None:
+            continue
+        try:
+            value = eval(compile(ast.Expression(dtype), "<dtype>", "eval"), names)  # a type name, as Numba demands
+            sizes.append(np.dtype(str(value) if not isinstance(value, (type, np.dtype, str)) else value).itemsize)
+        except Exception:  # noqa: BLE001 - a type we cannot read: nothing to say about it
+            continue
+    return sizes
+
+
+def dynamic_shared_problems(launches: Sequence[RecordedLaunch]) -> list[str]:
+    """Dynamic shared memory asked for in elements, not bytes: one byte per thread of the block for an array of wider items."""
+    for launch in launches:
+        threads = math.prod(launch.threads)
+        if not launch.shared_bytes or not written_by_answer(launch.kernel):
+            continue
+        for itemsize in dynamic_shared_itemsizes(launch.kernel):
+            if itemsize > 1 and launch.shared_bytes == threads:
+                return [f"{launch.name} is launched with {launch.shared_bytes} bytes of dynamic shared memory for its blocks of "
+                        f"{threads} threads, one byte each: the launch's fourth value is a size in bytes, not in elements. An array "
+                        f"of {threads} items of {itemsize} bytes needs {itemsize * threads}: kernel[blocks, threads, 0, "
+                        f"{itemsize} * threads]."]
+    return []
 
 
 def compile_problem(error: BaseException) -> str | None:

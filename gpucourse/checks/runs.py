@@ -29,6 +29,7 @@ from .guard import wait_for_gpu
 from .launches import (
     RecordedLaunch,
     compile_problem,
+    dynamic_shared_problems,
     float64_argument_problems,
     float64_problem,
     guard_for,
@@ -145,8 +146,16 @@ def input_changes(kept: Sequence[KeptInput], who: str, output: str = "out") -> l
 
 
 def _who(function: Callable[..., object]) -> str:
+    """The answer's function by name: the launcher's own, or the answer's function a check's wrapper (a lambda) calls."""
+    from .launches import python_function, written_by_answer
+
     name = getattr(function, "__name__", "")
-    return name if name and name.isidentifier() else "your function"
+    if name and name.isidentifier():
+        return name
+    for value in _given_values(function):
+        if callable(value) and written_by_answer(value):
+            return getattr(python_function(value), "__name__", "your function")
+    return "your function"
 
 
 def _parameters(function: Callable[..., object]) -> list[str]:
@@ -232,6 +241,19 @@ def recheck_after_timing(call: Callable[[], object], out, expected: np.ndarray, 
             f"{found[0]} A call must do its whole work every time, or its time measures nothing."]
 
 
+#: float64 arguments seen by `run_checked` since the check began: judged with the trace's float64 evidence
+#: (`gpucourse.checks.evidence.float64_problems`), after it, so that a line of float64 arithmetic is named first.
+_FLOAT64_ARGUMENTS: list[str] = []
+
+
+def float64_arguments_seen(clear: bool = False) -> list[str]:
+    """Words for the float64 arguments of the answer's kernels launched by `run_checked` since the check began (or `clear`)."""
+    seen = list(_FLOAT64_ARGUMENTS)
+    if clear:
+        _FLOAT64_ARGUMENTS.clear()
+    return seen
+
+
 BOUNDS_HINT = "Threads past the end must not write: add a bounds check such as `if i < out.size:`."
 
 
@@ -270,8 +292,9 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
 
     The invariants of every kernel exercise come with it: each array or list in `inputs` must be unchanged after the
     call (named `input_names`, else after the launcher's or the kernel's parameters); unless `kernel_required` is False
-    (an exercise that may use library calls), a kernel written by the answer must have been launched; and no argument of
-    the answer's kernels may be float64 when the output is float32 or complex64 (values the check passed excepted).
+    (an exercise that may use library calls), a kernel written by the answer must have been launched. A float64 argument
+    of the answer's kernels, when the output is float32 or complex64 (values the check passed excepted), is kept for the
+    check's float64 verdict (`float64_arguments_seen`, judged by `evidence.float64_problems` after the trace's evidence).
     """
     dtype = np.dtype(dtype)
     out_shape = tuple(out_shape)
@@ -288,7 +311,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
         except Exception:  # noqa: BLE001 - the real run below reports it in words
             launches = []
         guard = guard_for(launches, out_shape)
-        declared = shared_declaration_problems(kernels_of(launches))
+        declared = shared_declaration_problems(kernels_of(launches)) + dynamic_shared_problems(launches)
         if declared:  # on a GPU the kernel would not even compile: say why before launching it
             return Run(np.full(out_shape, poison_value(dtype), dtype), declared, launches, guard)
     results = []
@@ -308,14 +331,14 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
             if message is None:
                 raise
             return Run(np.full(out_shape, poison_value(dtype), dtype), [message], launches, guard)
+        host = to_host(buffer)
         if kept:  # an input changed in place: that is the cause, whatever the output holds (a second run would differ)
             names = list(input_names) if input_names is not None else _input_names(launch, inputs, launches)
             for item in kept:
                 item.name = names[item.position]
             changed = input_changes(kept, _who(launch))
             if changed:
-                return Run(np.full(out_shape, poison_value(dtype), dtype), changed, launches, guard)
-        host = to_host(buffer)
+                return Run(host[interior], changed, launches, guard)
         frame = np.ones(padded_shape, dtype=bool)
         frame[interior] = False
         touched = frame & (host != guard_value(dtype))
@@ -336,7 +359,9 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     if kernel_required and not problems:
         problems += kernel_launch_problems(launches, _who(launch))
     if not problems and dtype in (np.dtype(np.float32), np.dtype(np.complex64)):
-        problems += float64_argument_problems(launches, given=(*inputs, *_given_values(launch)))
+        for message in float64_argument_problems(launches, given=(*inputs, *_given_values(launch))):
+            if message not in _FLOAT64_ARGUMENTS:
+                _FLOAT64_ARGUMENTS.append(message)
     if float32_kernel and mode.on_gpu() and not problems:
         message = float64_problem(launches)
         if message:  # advice, not a verdict: the simulator cannot read compiled code, and both modes must agree
