@@ -803,8 +803,9 @@ def check_seconds(where: str, check: str | None = None) -> float:
     except ValueError:
         pass
     recorded = reference_seconds()
-    measured = recorded.get(where, {}).get(check or "") or recorded.get("simulator", {}).get(check or "")
-    if not measured:
+    measured = recorded.get(where, {}).get(check or "")
+    measured = recorded.get("simulator", {}).get(check or "") if measured is None else measured
+    if measured is None:
         return CHECK_SECONDS[where]
     return min(CHECK_SECONDS[where], max(MIN_CHECK_SECONDS[where], CHECK_FACTOR * float(measured)))
 
