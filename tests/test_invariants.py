@@ -21,7 +21,7 @@ from gpucourse.checks.launches import (
     maker_float64_problems,
     recorded_launches,
 )
-from gpucourse.checks.runs import call_keeping_inputs, recheck_after_timing, run_checked
+from gpucourse.checks.runs import call_keeping_inputs, host_round_trip_problems, recheck_after_timing, run_checked
 
 # --- inputs left as they were -----------------------------------------------------------------------
 
@@ -301,3 +301,17 @@ def test_a_kernel_whose_threads_scan_the_whole_array_is_named_as_n_squared():
     with pytest.raises(CheckFailed, match=r"fill_kernel does about n² work: from n = \d+ to n = \d+ the lines its threads ran grew [34]\.\d times"):
         ch1.check_fill_grid_stride(fill_scanning_everything)
     assert mode.is_simulator() or mode.on_gpu()
+
+
+def test_a_copy_to_the_host_inside_a_timed_call_is_named():
+    x_d = to_device(np.arange(100, dtype=np.float32))
+    out = to_device(np.zeros(100, np.float32))
+
+    def add_then_check_on_the_host(out, x, y):
+        ch1._add_reference[1, 128](out, x, y)
+        if not np.isfinite(out.copy_to_host()).all():  # a round trip on every call
+            raise ValueError("not finite")
+
+    problems = host_round_trip_problems(lambda: add_then_check_on_the_host(out, x_d, x_d), "add_arrays")
+    assert problems and problems[0].startswith("add_arrays copies 1 device array(s) to the host on every call (of 100 elements)")
+    assert host_round_trip_problems(lambda: ch1._add_reference[1, 128](out, x_d, x_d), "the reference") == []

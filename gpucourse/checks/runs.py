@@ -9,14 +9,16 @@ in the simulator but not on a GPU: both modes say so before launching); then run
 poisoned shared memory (simulator), as many times as asked, and compares the runs bit for bit. Every array
 and list input is copied before the call and compared after it (`input_changes`), on the device and the host; an answer
 that launched no kernel of its own, or one with a float64 argument, is named (`kernel_launch_problems`,
-`float64_argument_problems`). `recheck_after_timing` says whether an answer still writes its output after a timing loop.
+`float64_argument_problems`). For a speed comparison, `host_round_trip_problems` names a copy to the host inside the call
+to be timed, and `recheck_after_timing` says whether an answer still writes its output after the timing loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,6 +213,45 @@ def _given_values(launch: Callable[..., object]) -> list[object]:
         except ValueError:  # an empty cell
             continue
     return values + [item for value in values if isinstance(value, tuple) for item in value]
+
+
+# ---------------------------------------------------------------------------------------------
+# Copies to the host inside a timed call
+
+
+@contextlib.contextmanager
+def counted_host_copies() -> Iterator[list[tuple[int, ...]]]:
+    """Record the shape of every Numba device array (simulated or real) copied to the host inside the block."""
+    if mode.is_simulator():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as DeviceArray
+    else:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as DeviceArray
+    copies: list[tuple[int, ...]] = []
+    original = DeviceArray.copy_to_host
+
+    def copy_to_host(self, *args, **kwargs):
+        copies.append(tuple(self.shape))
+        return original(self, *args, **kwargs)
+
+    DeviceArray.copy_to_host = copy_to_host
+    try:
+        yield copies
+    finally:
+        DeviceArray.copy_to_host = original
+
+
+def host_round_trip_problems(call: Callable[[], object], what: str) -> list[str]:
+    """Run `call()` once, as a timing loop would, and name any device array it copies to the host (a round trip is timed
+    instead of the kernel). Call it before timing `call`."""
+    with counted_host_copies() as copies:
+        call()
+    if mode.on_gpu():
+        wait_for_gpu(f"{what}, called once before its timing")
+    if not copies:
+        return []
+    shapes = ", ".join(str(shape[0] if len(shape) == 1 else shape) for shape in copies[:3])
+    return [f"{what} copies {len(copies)} device array(s) to the host on every call (of {shapes} elements): the time measured "
+            "is then mostly the trip over the bus, not the kernel. Keep the data on the device between the kernels."]
 
 
 # ---------------------------------------------------------------------------------------------
