@@ -315,3 +315,21 @@ def test_a_copy_to_the_host_inside_a_timed_call_is_named():
     problems = host_round_trip_problems(lambda: add_then_check_on_the_host(out, x_d, x_d), "add_arrays")
     assert problems and problems[0].startswith("add_arrays copies 1 device array(s) to the host on every call (of 100 elements)")
     assert host_round_trip_problems(lambda: ch1._add_reference[1, 128](out, x_d, x_d), "the reference") == []
+
+
+def test_the_argument_rule_agrees_with_the_compiled_ptx():
+    """On a GPU: the kernel compiled for the arguments the answer launched it with holds a float64 parameter exactly when the
+    argument rule names one (the simulator has no compiler; the rule, read from the arguments, is the same in both modes)."""
+    if mode.is_simulator():
+        pytest.skip("PTX needs Numba's CUDA compiler (NVVM), which the simulator does not load; the argument rule runs above")
+    from numba import typeof
+
+    from gpucourse.checks.launches import float64_argument_problems
+
+    z, out = to_device(np.ones(64, np.float32)), to_device(np.zeros((2, 64), np.float32))
+    given = [np.float32(v) for v in (5.0, 4.5, 0.08, 0.3)]
+    for sqrt_t, wide in ((math.sqrt(2.0), True), (np.float32(math.sqrt(2.0)), False)):
+        with recorded_launches(dry=True) as launches:
+            payoffs_sqrt_given[1, 64](z, out, *given, sqrt_t, np.float32(2.0))
+        ptx, _ = cuda.compile_ptx_for_current_device(payoffs_sqrt_given.py_func, tuple(typeof(a) for a in launches[0].args))
+        assert (".param .f64" in ptx) == wide == bool(float64_argument_problems(launches))
