@@ -333,3 +333,16 @@ def test_the_argument_rule_agrees_with_the_compiled_ptx():
             payoffs_sqrt_given[1, 64](z, out, *given, sqrt_t, np.float32(2.0))
         ptx, _ = cuda.compile_ptx_for_current_device(payoffs_sqrt_given.py_func, tuple(typeof(a) for a in launches[0].args))
         assert (".param .f64" in ptx) == wide == bool(float64_argument_problems(launches))
+
+
+def test_the_work_counted_in_a_replay_is_the_work_counted_here():
+    """On a GPU the lines are counted in a simulator subprocess (the launchers sent as the trace's replay sends them): the
+    same counts as in this process, so that the verdict is the same in both modes."""
+    from gpucourse.checks import work
+
+    launchers = [work._one_thread_per_element(fill_scanning_everything, 64), work._one_thread_per_element(ch1._fill_reference, 64)]
+    arguments = [[("traced", "out", np.zeros(n, np.int64))] for n in (64, 128)]
+    replayed = work._counts_replayed(launchers, arguments)
+    if mode.is_simulator():
+        assert replayed == work._counts_here(launchers, arguments)
+    assert replayed[0][1] > 3.5 * replayed[0][0] and replayed[1][1] == 2 * replayed[1][0]

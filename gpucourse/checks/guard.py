@@ -605,7 +605,7 @@ CHECK_SECONDS = {"simulator": 120.0, "gpu": 600.0}
 #: compile). On a GPU with no record of its own, the simulator's record stands in (a GPU runs the same check faster,
 #: bar compiling and timing, which the floor covers).
 CHECK_FACTOR = 20.0
-MIN_CHECK_SECONDS = {"simulator": 10.0, "gpu": 30.0}
+MIN_CHECK_SECONDS = {"simulator": 10.0, "gpu": 45.0}
 #: A simulated launch may take this long, plus SIMULATED_THREAD_SECONDS per thread of its grid, and never longer than
 #: what is left of its check's own limit.
 SIMULATED_LAUNCH_SECONDS = 30.0
