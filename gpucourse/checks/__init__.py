@@ -155,14 +155,15 @@ def guard_value(dtype) -> object:
 
 
 def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype, *inputs, guard: int | None = None,
-                initial: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+                initial: np.ndarray | None = None, **invariants) -> tuple[np.ndarray, list[str]]:
     """Run `launch(out, *inputs)` on a framed output, its guard band sized from the launch; return (out, problems).
 
-    See `gpucourse.checks.runs.run_checked`, which also reports compile errors, races and float64 in words.
+    See `gpucourse.checks.runs.run_checked`, which also reports compile errors, races and float64 in words; `invariants`
+    (kernel_required, input_names) are passed on to it.
     """
     from .runs import run_checked
 
-    run = run_checked(launch, out_shape, dtype, *inputs, guard=guard, initial=initial)
+    run = run_checked(launch, out_shape, dtype, *inputs, guard=guard, initial=initial, **invariants)
     return run.got, run.problems
 
 

@@ -22,6 +22,7 @@ from .evidence import coalescing_problems, float64_problems, speed_note, speed_v
 from .launches import recorded_launches
 from .runs import run_checked
 from .trace import rewritten
+from .work import kernel_work_problems
 
 SMALL_1D = 300  # elements of a traced run: a few warps and a tail
 
@@ -167,6 +168,7 @@ def check_fill_grid_stride(fill_kernel) -> None:
                                             "Let neighbouring threads take neighbouring elements: start at cuda.grid(1) and step by "
                                             "cuda.gridsize(1), rather than giving each thread a contiguous chunk.", write=True, itemsize=8)
     fail(problems, "Exercise 1.3")
+    fail(kernel_work_problems(fill_kernel, _fill_reference, lambda size: [("out", np.zeros(size, np.int64))], "fill_kernel"), "Exercise 1.3")
     out = to_device(np.zeros(n, np.int64))
     sms = current_device().multiprocessors or 1
     slow, speed = speed_verdict("Exercise 1.3", "fill_kernel", lambda: fill_kernel[4 * sms, 256](out),

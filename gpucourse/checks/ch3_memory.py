@@ -24,6 +24,7 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
+from .launches import maker_float64_problems
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2, gpu_only_note, record
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
@@ -453,6 +454,7 @@ def check_ufunc_kernels(rel_diff_element: Callable[..., object], make_rel_diff_u
     y = random_array(small, np.float32, seed=372, low=-4, high=4)
     problems = _element_problems(rel_diff_element, x, y)
     fail(problems, "Exercise 3.7.1")
+    fail(maker_float64_problems(make_rel_diff_ufunc, make_rel_diff_elementwise, make_largest_reduction), "Exercise 3.7.1")
     if mode.is_simulator():
         for maker in (make_rel_diff_ufunc, make_rel_diff_elementwise, make_largest_reduction):
             try:

@@ -34,7 +34,7 @@ from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
-from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
+from .launches import RecordedLaunch, kernel_launch_problems, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2
 from .trace import atomics_per_launch, divergent_warp_levels, is_shared, shared_passes_per_request
@@ -138,6 +138,7 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
                     f"into whole blocks of {block}, and what does not fill a block is lost. Round the number of blocks up (and guard "
                     "each load with `if i < x.size`), or loop over the elements with a grid-stride loop."]
     fail(problems[:1], "Exercise 5.1")
+    fail(kernel_launch_problems(launches, "gpu_sum"), "Exercise 5.1")
     fail(float64_problems(trace), "Exercise 5.1")
     passed(f"Exercise 5.1: gpu_sum is exact for n = {', '.join(str(n) for n in sizes)} (including sizes that are not multiples of a "
            f"block), with no race in a traced run{note}.")

@@ -87,14 +87,15 @@ def coalescing_problems(trace: Trace, array: str, shape, advice: str, write: boo
 
 
 def float64_problems(trace: Trace | None) -> list[str]:
-    """float64 evidence from the trace (float64 values stored into float32 arrays): the same in both modes.
+    """float64 evidence from the trace (float64 values stored into float32 arrays), else a float64 argument of the answer's
+    kernels that `run_checked` saw in this check (a Python float makes a float64 parameter): the same in both modes.
 
     On a GPU the trace is replayed in the simulator; `run_checked` also prints what the compiled code holds, as advice.
     """
-    if trace is None:
-        return []
-    message = float64_message(trace)
-    return [message] if message else []
+    from .runs import float64_arguments_seen
+
+    message = float64_message(trace) if trace is not None else None
+    return [message] if message else float64_arguments_seen()[:1]
 
 
 def racecheck_problems(entry: Callable, arguments: Sequence[tuple[str, str, object]]) -> tuple[list[str], str]:

@@ -10,9 +10,10 @@
   names). Importing `gpucourse.checks` in IPython registers it as an AST transformer (`install`), so
   a refused cell never runs; `gpucourse.grading.ScreenCells` applies it under `nbgrader autograde`.
 * `deadline(seconds, ...)` ends a call that does not return in time (a SIGALRM timer of the main
-  thread): every `check_*` function of the chapter modules runs under one (`limited_check`), and each
-  simulated kernel launch inside it under its own, sized from its threads (`limited_simulator`);
-  the check's clock stops while a kernel it allowed for runs. On a GPU `wait_for_gpu` polls an
+  thread): every `check_*` function of the chapter modules runs under one (`limited_check`), sized
+  from the time the check takes on its reference solution (`check_seconds`), and each simulated
+  kernel launch inside it under its own, sized from its threads and within what is left of the
+  check's (`limited_simulator`). On a GPU `wait_for_gpu` polls an
   event instead of blocking in a synchronize. A call past its limit raises `CheckTimedOut`, whose
   message names the call and the line it was running.
 
@@ -63,15 +64,33 @@ class CheckTimedOut(BaseException):
     """A student's function or kernel that did not end in time. A BaseException: a check's `except Exception` cannot swallow it."""
 
 
-#: A check's own time limit (seconds), beyond the kernel launches it allows for: simulator, GPU. Reference checks take
-#: well under a second of it in the simulator (their kernels' time is not counted here) and a few seconds on a GPU
-#: (compiling, timing loops); compute-sanitizer and trace replays are not counted either (they have their own limits).
+#: The most a check may take (seconds), its kernel launches included: simulator, GPU. Compute-sanitizer and trace
+#: replays on a GPU are not counted (they have their own limits).
 CHECK_SECONDS = {"simulator": 120.0, "gpu": 600.0}
-#: A simulated launch may take this long, plus SIMULATED_THREAD_SECONDS per thread of its grid.
+#: A check's own limit follows its reference: CHECK_FACTOR times the time the check took on the reference solution
+#: (REFERENCE_SECONDS, measured by tools/check_seconds.py), and at least MIN_CHECK_SECONDS (a slower machine, a first
+#: compile). On a GPU with no record of its own, the simulator's record stands in (a GPU runs the same check faster,
+#: bar compiling and timing, which the floor covers).
+CHECK_FACTOR = 20.0
+MIN_CHECK_SECONDS = {"simulator": 10.0, "gpu": 45.0}
+#: A simulated launch may take this long, plus SIMULATED_THREAD_SECONDS per thread of its grid, and never longer than
+#: what is left of its check's own limit.
 SIMULATED_LAUNCH_SECONDS = 30.0
 SIMULATED_THREAD_SECONDS = 0.02
 #: A launch on a GPU may run this long before the check says the GPU is stuck in it (check sizes run for milliseconds).
-GPU_LAUNCH_SECONDS = 60.0
+GPU_LAUNCH_SECONDS = 20.0
+REFERENCE_SECONDS_FILE = PACKAGE_DIR / "data" / "check_seconds.json"
+
+
+@functools.cache
+def reference_seconds() -> dict[str, dict[str, float]]:
+    """The time each check took on its reference solution (seconds), by mode and check name (tools/check_seconds.py)."""
+    import json
+
+    try:
+        return json.loads(REFERENCE_SECONDS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 @dataclass
@@ -109,23 +128,28 @@ def _arm(seconds: float) -> None:
 
 
 @contextlib.contextmanager
-def deadline(seconds: float, describe: Callable[[object], str]) -> Iterator[None]:
+def deadline(seconds: float, describe: Callable[[object], str], within_outer: bool = False) -> Iterator[None]:
     """Raise CheckTimedOut(describe(frame)) if the block runs longer than `seconds` (main thread; elsewhere: no limit).
 
-    Deadlines nest: an inner one stops the outer one's clock while it runs. The process's own SIGALRM
-    handler and timer (pytest-timeout's, say) are put back when the outermost deadline ends.
+    Deadlines nest: an inner one stops the outer one's clock while it runs, unless `within_outer`: then
+    its time counts against the outer one too, and it ends no later than the outer one would. The
+    process's own SIGALRM handler and timer (pytest-timeout's, say) are put back when the outermost
+    deadline ends.
     """
     if not _can_alarm() or seconds == float("inf"):
-        with _paused_outer():
+        with contextlib.nullcontext() if within_outer else _paused_outer():
             yield
         return
     now = time.monotonic()
+    outer_end = _active[-1].end if _active else None
     if not _active:
         _saved["handler"] = signal.signal(signal.SIGALRM, _on_alarm)
         _saved["timer"] = signal.setitimer(signal.ITIMER_REAL, 0)
         _saved["since"] = now
     else:
         _active[-1].remaining = max(_active[-1].end - now, 0.0)
+        if within_outer:
+            seconds = min(seconds, _active[-1].remaining)
     current = _Deadline(seconds, describe, end=now + seconds)
     _active.append(current)
     _arm(seconds)
@@ -136,8 +160,8 @@ def deadline(seconds: float, describe: Callable[[object], str]) -> Iterator[None
         _active.remove(current)
         if _active:
             outer = _active[-1]
-            outer.end = time.monotonic() + outer.remaining
-            _arm(outer.remaining)
+            outer.end = outer_end if within_outer and outer_end is not None else time.monotonic() + outer.remaining
+            _arm(max(outer.end - time.monotonic(), 0.0))
         else:
             signal.signal(signal.SIGALRM, _saved.pop("handler"))
             delay, interval = _saved.pop("timer")
@@ -236,25 +260,40 @@ def _host_message(check: str, seconds: float) -> Callable[[object], str]:
     return describe
 
 
-def check_seconds(where: str) -> float:
-    """A check's own time limit in this mode (seconds): CHECK_SECONDS, or the environment's GPUCOURSE_CHECK_SECONDS."""
+def check_seconds(where: str, check: str | None = None) -> float:
+    """A check's own time limit in this mode (seconds): the environment's GPUCOURSE_CHECK_SECONDS if set; else CHECK_FACTOR
+    times its reference's recorded time, at least MIN_CHECK_SECONDS; never more than CHECK_SECONDS (unrecorded: that)."""
     configured = os.environ.get("GPUCOURSE_CHECK_SECONDS", "")
     try:
-        return float(configured) if configured else CHECK_SECONDS[where]
+        if configured:
+            return float(configured)
     except ValueError:
+        pass
+    recorded = reference_seconds()
+    measured = recorded.get(where, {}).get(check or "")
+    measured = recorded.get("simulator", {}).get(check or "") if measured is None else measured
+    if measured is None:
         return CHECK_SECONDS[where]
+    return min(CHECK_SECONDS[where], max(MIN_CHECK_SECONDS[where], CHECK_FACTOR * float(measured)))
+
+
+def remaining_seconds() -> float:
+    """What is left of the innermost running deadline (seconds; infinite outside any)."""
+    return max(_active[-1].end - time.monotonic(), 0.0) if _active else float("inf")
 
 
 def limited_check(check: Callable[..., object]) -> Callable[..., object]:
-    """`check` under a deadline (CHECK_SECONDS), with every simulated launch inside it limited by its own work."""
+    """`check` under its deadline (`check_seconds`), with every simulated launch inside it limited by its threads and by it."""
     if getattr(check, "_gpucourse_limited", False):
         return check
 
     @functools.wraps(check)
     def limited(*args, **kwargs):
         from .. import mode
+        from .runs import float64_arguments_seen
 
-        seconds = check_seconds("gpu" if mode.on_gpu() else "simulator")
+        float64_arguments_seen(clear=True)  # what an earlier check saw is not this check's evidence
+        seconds = check_seconds("gpu" if mode.on_gpu() else "simulator", check.__name__)
         with deadline(seconds, _host_message(check.__name__, seconds)), limited_simulator(), _gpu_watchdog(seconds):
             return check(*args, **kwargs)
 
@@ -330,8 +369,9 @@ def limited_simulator() -> Iterator[None]:
         threads = _count(grid) * _count(block)
         seconds = simulated_launch_seconds(threads)
         name = getattr(self.fn, "__name__", "kernel")
+        seconds = min(seconds, remaining_seconds())  # a launch counts against its check's own limit
         try:
-            with deadline(seconds, _kernel_message(name, _dims(grid), _dims(block), seconds)):
+            with deadline(seconds, _kernel_message(name, _dims(grid), _dims(block), seconds), within_outer=True):
                 return original(self, *args)
         except CheckTimedOut:
             _stop_simulated_threads()
