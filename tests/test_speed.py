@@ -114,6 +114,7 @@ def test_speed_verdict_puts_the_evidence_in_place_of_the_guess(monkeypatch):
     monkeypatch.setattr(evidence.mode, "is_simulator", lambda: False)
     monkeypatch.setattr(evidence, "compare_speed", lambda *args, **kwargs: SpeedComparison(2400.0, 3900.0, 4100.0, 0.62))
     monkeypatch.setattr(evidence, "skipped_work", lambda *args: None)
+    monkeypatch.setattr(evidence, "host_round_trip_problems", lambda *args: [])
     monkeypatch.setattr(evidence, "record", lambda *args: False)
     launched = {"mine": [KernelEvidence("add", -(-N // 256), 256, RANGE_LOOP, True)],
                 "reference": [KernelEvidence("reference", -(-N // 256), 256, PLAIN)]}
@@ -126,6 +127,16 @@ def test_speed_verdict_puts_the_evidence_in_place_of_the_guess(monkeypatch):
     problems, _ = evidence.speed_verdict("Exercise 1.1", "add_arrays", lambda: "mine", lambda: "reference", 12 * N, 4 * N,
                                          "Blocks of 128 threads or more?")
     assert "128 threads or more" in problems[0]
+
+
+def test_speed_verdict_names_a_round_trip_to_the_host_before_timing_it(monkeypatch):
+    monkeypatch.setattr(evidence.mode, "is_simulator", lambda: False)
+    monkeypatch.setattr(evidence, "host_round_trip_problems", lambda call, what: [f"{what} copies 1 device array(s) to the host"])
+    monkeypatch.setattr(evidence, "record", lambda *args: False)
+    timed = []
+    monkeypatch.setattr(evidence, "compare_speed", lambda *args, **kwargs: timed.append(1))
+    problems, phrase = evidence.speed_verdict("Exercise 1.1", "add_arrays", lambda: None, lambda: None, 12 * N, 4 * N, "look")
+    assert problems == ["add_arrays copies 1 device array(s) to the host"] and phrase == "" and not timed
 
 
 @cuda.jit

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from .. import mode
 from .guard import paused
+from .runs import host_round_trip_problems
 from .sanitizer import racecheck_available, sanitize
 from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, launch_evidence, record, skipped_work, slow_cause, speed_problem
 from .trace import (
@@ -128,11 +129,16 @@ def speed_verdict(exercise: str, what: str, mine: Callable[[], object], referenc
 
     A right answer fails when it reaches less than `slowest` times the reference's bandwidth; its message then says
     what the launches and the compiled code show (`slow_cause`), and `where_to_look` only where they show nothing.
-    After the timing the student's call runs once more on poisoned outputs (`skipped_work`). In the simulator nothing
+    Before the timing a call that copies device arrays to the host is named (`host_round_trip_problems`); after it the
+    student's call runs once more on poisoned outputs (`skipped_work`). In the simulator nothing
     is timed (the check then calls `speed_note` after its success line).
     """
     if mode.is_simulator():
         return [], ""
+    round_trips = host_round_trip_problems(mine, what)
+    if round_trips:
+        record(exercise, 0.0, slowest)
+        return round_trips, ""
     comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
     skipped = skipped_work(mine, reference, what)
     if skipped:

@@ -10,7 +10,7 @@ poisoned shared memory (simulator), as many times as asked, and compares the run
 and list input is copied before the call and compared after it (`input_changes`), on the device and the host; an answer
 that launched no kernel of its own, or one with a float64 argument, is named (`kernel_launch_problems`,
 `float64_argument_problems`). For a speed comparison, `host_round_trip_problems` names a copy to the host inside the call
-to be timed, and `recheck_after_timing` says whether an answer still writes its output after the timing loop.
+to be timed (`gpucourse.checks.speed.skipped_work` says whether an answer still writes its output after the timing loop).
 """
 
 from __future__ import annotations
@@ -252,34 +252,6 @@ def host_round_trip_problems(call: Callable[[], object], what: str) -> list[str]
     shapes = ", ".join(str(shape[0] if len(shape) == 1 else shape) for shape in copies[:3])
     return [f"{what} copies {len(copies)} device array(s) to the host on every call (of {shapes} elements): the time measured "
             "is then mostly the trip over the bus, not the kernel. Keep the data on the device between the kernels."]
-
-
-# ---------------------------------------------------------------------------------------------
-# After a timing loop
-
-
-def recheck_after_timing(call: Callable[[], object], out, expected: np.ndarray, what: str, rtol: float = 1e-6,
-                         atol: float = 0.0) -> list[str]:
-    """Poison `out`, run `call()` once more and compare `out` with `expected`: an answer that skips its work after its first
-    calls was timed doing nothing. Words for the difference (an empty list if it still writes the right values)."""
-    from . import array_problems
-
-    dtype = np.dtype(out.dtype)
-    poisoned_out = np.full(tuple(out.shape), poison_value(dtype), dtype=dtype)
-    if hasattr(out, "copy_to_device"):
-        out.copy_to_device(poisoned_out)
-    elif hasattr(out, "set") and hasattr(out, "__cuda_array_interface__"):  # a CuPy array
-        out.set(poisoned_out)
-    else:
-        out[...] = poisoned_out
-    call()
-    if mode.on_gpu():
-        wait_for_gpu(f"{what}, called after its timing loop")
-    found = array_problems(to_host(out), expected, what="out", rtol=rtol, atol=atol)
-    if not found:
-        return []
-    return [f"{what} gave the right values when checked, but not when called again after being timed: "
-            f"{found[0]} A call must do its whole work every time, or its time measures nothing."]
 
 
 #: float64 arguments seen by `run_checked` since the check began: judged with the trace's float64 evidence
