@@ -1,4 +1,4 @@
-"""The model of splitting work over P GPUs (gpucourse.domains.model): its limits, and the numbers of issue 27."""
+"""The model of splitting work over P GPUs (gpucourse.multigpu.model): its limits, and the numbers of issue 27."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from gpucourse import distributed as D
-from gpucourse.domains import model as M
 from gpucourse.errors import DecompositionError
+from gpucourse.multigpu import model as M
+from gpucourse.multigpu import transpose as D
 
 N = 16384  # the issue's mesh and matrix: 16384² float32
 H100 = M.H100_NVSWITCH

@@ -462,7 +462,7 @@ def beyond_one_machine(nx: int, ny: int, gpus_list: tuple[int, ...] = (8, 16, 32
     network = machine.with_link(network_gbs, network_latency_us, "InfiniBand")  # validates the figures
     result = ScalingEstimate(
         title=f"ESTIMATE (model, not measured): Jacobi sweep of {nx} x {ny} on nodes of {gpus_per_node} GPUs",
-        assumptions=[f"Estimate from gpucourse.domains.model, nothing measured: {machine.name or 'GPU'} at {machine.hbm_gbs:g} "
+        assumptions=[f"Estimate from gpucourse.multigpu.model, nothing measured: {machine.name or 'GPU'} at {machine.hbm_gbs:g} "
                      f"GB/s HBM, {machine.link_gbs:g} GB/s NVLink a direction in a node, {network_gbs:g} GB/s and "
                      f"{network_latency_us:g} µs between nodes (one adapter per GPU).",
                      f"One process per GPU, {launches_per_sweep} launches a sweep, "
