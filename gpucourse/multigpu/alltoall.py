@@ -274,3 +274,48 @@ def alltoall_bandwidth(devices: Sequence[int], nbytes: int, *, schedule: str = "
         else:
             times = [wall_time_ms(exchange.issue, devices, repeat=1, warmup=1 if k == 0 else 0) for k in range(repeat)]
     return AllToAllRun(tuple(devices), nbytes, schedule, issuer, graphs and not mode.is_simulator(), times, wrong)
+
+
+def nccl_alltoall_bandwidth(devices: Sequence[int], nbytes: int, repeat: int = 20) -> AllToAllRun | str:
+    """NCCL's own all-to-all in this process (one communicator per GPU, every send and receive in one group), timed as
+    `alltoall_bandwidth` times ours; or the reason it cannot run here (a string)."""
+    from .mpi.exchange import nccl_status
+
+    ready, why = nccl_status()
+    if not ready:
+        return why
+    if len(set(devices)) != len(devices) or len(devices) < 2:
+        return (f"NCCL takes one GPU per rank and two or more of them; devices {list(devices)} "
+                + ("put several parts on one GPU" if len(devices) > 1 else "are one"))
+    from cupy.cuda import nccl
+
+    cupy = require_cupy("NCCL")
+    parts, count = len(devices), nbytes // 4
+    comms = nccl.NcclCommunicator.initAll(list(devices))
+    send, recv, streams = [], [], []
+    for p, device in enumerate(devices):
+        with on_device(device):
+            send.append(cupy.random.default_rng(p).random((parts, count), dtype=np.float32))
+            recv.append(cupy.full((parts, count), poison_value(np.float32), np.float32))
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+    synchronize_all(devices)
+
+    def issue() -> None:
+        nccl.groupStart()
+        for p, device in enumerate(devices):
+            with on_device(device):
+                for q in range(parts):
+                    if q != p:
+                        comms[p].send(send[p][q].data.ptr, count, nccl.NCCL_FLOAT32, q, streams[p].ptr)
+                        comms[p].recv(recv[p][q].data.ptr, count, nccl.NCCL_FLOAT32, q, streams[p].ptr)
+        nccl.groupEnd()
+
+    try:
+        issue()
+        synchronize_all(devices)
+        wrong = sum(int(not np.array_equal(recv[q][p].get(), send[p][q].get())) for p in range(parts) for q in range(parts) if p != q)
+        times = [wall_time_ms(issue, devices, repeat=1, warmup=1 if k == 0 else 0) for k in range(repeat)]
+    finally:
+        for comm in comms:
+            comm.destroy()
+    return AllToAllRun(tuple(devices), nbytes, "nccl", "nccl (one group)", False, times, wrong)
