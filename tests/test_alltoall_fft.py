@@ -113,3 +113,36 @@ def test_model_and_cufftmp_status():
     assert isinstance(ok, bool) and reason  # a reason, whichever way
     if gpucourse.is_simulator():
         assert not ok and "simulator" in reason
+
+
+@pytest.mark.parametrize("order", ["rotated", "grouped"])
+@pytest.mark.parametrize(("shape", "real", "ranks"), [((8, 6, 10), False, 3), ((7, 5, 9), True, 2), ((6, 8, 4), False, 4)])
+def test_rank_slab_fft_on_a_loopback_fabric(order, shape, real, ranks):
+    """The rank program's pack, exchange and finish, played by N ranks in one process under NCCL's pairing rules."""
+    from gpucourse.multigpu.mpi.exchange import LoopbackFabric
+    from gpucourse.multigpu.mpi.fft3d import RankSlabFFT, whole_array
+
+    fabric = LoopbackFabric(ranks)
+    workers = [RankSlabFFT(fabric.endpoint(r), shape, real=real, order=order) for r in range(ranks)]
+    for worker in workers:
+        worker.pack(worker.slab_of(5))
+        worker.post()
+    fabric.complete()
+    result = np.concatenate([worker.finish() for worker in workers], axis=1)
+    full = whole_array(shape, 5, real)
+    assert F.relative_error(result, np.fft.rfftn(full) if real else np.fft.fftn(full)) <= 1e-5
+
+
+def test_rank_slab_fft_under_mpiexec():
+    """Two ranks under mpiexec: NCCL on a GPU (one per rank), MPI on host arrays in the simulator; checked on rank 0."""
+    from gpucourse.multigpu import mpi
+
+    if mpi.launcher_or_none() is None or not mpi.mpi4py_available():
+        pytest.skip("no MPI launcher or mpi4py here")
+    ranks = 2
+    run = mpi.run_program("gpucourse.multigpu.mpi.fft3d", ranks, ["--shape", 12, 10, 8, "--repeat", 1], check=False)
+    if not gpucourse.is_simulator() and gpus.device_count() < ranks:
+        assert "share GPU" in run.result.get("error", ""), run.stdout + run.stderr  # more ranks than GPUs: said so
+        return
+    run.check()
+    assert run.result["rel_error"] <= 1e-5 and run.result["ranks"] == ranks
