@@ -78,7 +78,9 @@ class Machine:
         return dataclasses.replace(self, link_gbs=link_gbs, latency_us=latency_us, name=name or self.name)
 
 
-#: 4 or 8 H100 SXM through NVSwitch: 3000 GB/s copy (chapter 3), ~450 GB/s a direction measured (478 rated), 15 µs a launch.
+#: 4 or 8 H100 SXM through NVSwitch: 3000 GB/s copy (chapter 3), 15 µs a launch, and the RATED NVLink 4 figure, 450 GB/s a direction
+#: (18 links of 25 GB/s). One pair's peer copy measured 374-397 GB/s (measurements/multigpu_jacobi.json, 4 x H100 80GB HBM3):
+#: a model on this constant is an upper bound; `with_link(measured, ...)` gives the honest one.
 H100_NVSWITCH = Machine(3000.0, 450.0, launch_us=15.0, latency_us=2.0, tflops=67.0, kernel_us=2.0,
                         name="H100 SXM, NVLink 4 through NVSwitch")
 #: The same GPUs through PCIe 5.0 x16 (peer access over the host bridge): ~50 GB/s a direction.
