@@ -42,16 +42,30 @@ def test_queued_schedule_piles_readers_on_the_first_gpu():
         A.steps(4, "random")
 
 
+@pytest.mark.parametrize("graphs", [False, True])
 @pytest.mark.parametrize("issuer", A.ISSUERS)
 @pytest.mark.parametrize("schedule", A.SCHEDULES)
-def test_alltoall_moves_every_block(schedule, issuer):
+def test_alltoall_moves_every_block(schedule, issuer, graphs):
     for devices in layouts()[1:]:
-        run = A.alltoall_bandwidth(devices, 1024, schedule=schedule, issuer=issuer, repeat=2)
+        run = A.alltoall_bandwidth(devices, 1024, schedule=schedule, issuer=issuer, graphs=graphs, repeat=2)
         assert run.mismatches == 0, (devices, schedule, issuer)
         if gpucourse.is_simulator():
-            assert run.times_ms == [] and np.isnan(run.gbs())
+            assert run.times_ms == [] and np.isnan(run.gbs()) and not run.graphs  # no graphs in the simulator
         else:
-            assert len(run.times_ms) == 2 and run.gbs() > 0
+            assert len(run.times_ms) == 2 and run.gbs() > 0 and run.graphs == graphs
+
+
+def test_nccl_alltoall_runs_or_says_why():
+    count = gpus.device_count()
+    outcome = A.nccl_alltoall_bandwidth(list(range(count)) if count > 1 else [0, 0], 1 << 20, repeat=2)
+    if gpucourse.is_simulator():
+        assert outcome == "NCCL moves GPU memory, and this session runs in simulator mode"
+    elif count < 2:
+        assert isinstance(outcome, str) and "one GPU per rank" in outcome
+    elif isinstance(outcome, str):
+        assert "NCCL" in outcome or "nccl" in outcome  # CuPy without NCCL: the reason
+    else:
+        assert outcome.mismatches == 0 and outcome.gbs() > 0
 
 
 def test_alltoall_refuses_mismatched_blocks():
