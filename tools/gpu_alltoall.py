@@ -184,14 +184,58 @@ def fft_part(count: int, sizes: list[int], repeat: int) -> None:
         RESULTS["fft3d_efficiency_4"] = RESULTS[f"fft3d_efficiency_4_{largest}"]
     else:
         RESULTS["not_measured"]["fft3d_efficiency_4"] = f"needs 4 GPUs; this machine has {count}"
-    ready, why = F.cufftmp_status()
-    if not ready:
-        RESULTS["not_measured"]["fft3d_over_cufftmp_4"] = f"cuFFTMp not run: {why}"
-    elif count < 4:
-        RESULTS["not_measured"]["fft3d_over_cufftmp_4"] = f"needs 4 GPUs; this machine has {count} ({why} imports)"
+    weak, base = [], min(sizes)  # weak scaling: base planes per part, the cube P times as deep
+    for parts, devices, distinct in [(1, [0], True), *layouts(count)]:
+        plan = F.SlabFFT((base * parts, base, base), devices)
+        slabs = []
+        for p, device in enumerate(devices):
+            with multigpu.on_device(device):
+                slabs.append(cupy.ones((plan.rows0[p], base, base), np.complex64))
+        times = fft_ms(plan, slabs, repeat)
+        weak.append({"parts": parts, "devices": devices, "one_gpu_per_part": distinct, "shape": [base * parts, base, base], **spread(times)})
+        weak[-1]["efficiency"] = weak[0]["median_ms"] / weak[-1]["median_ms"]
+        log(f"   weak: {base * parts} x {base}² on {parts} part(s): {weak[-1]['median_ms']:.3f} ms, efficiency {weak[-1]['efficiency']:.3f}")
+        del plan, slabs
+        cupy.get_default_memory_pool().free_all_blocks()
+    RESULTS["fft3d_weak"] = weak
+    real = F.SlabFFT((largest,) * 3, layouts(count)[-1][1], real=True)  # float32 R2C at the largest size
+    slabs = []
+    for p, device in enumerate(real.devices):
+        with multigpu.on_device(device):
+            slabs.append(cupy.ones((real.rows0[p], largest, largest), np.float32))
+    RESULTS["fft3d_r2c"] = {"n": largest, "devices": real.devices, **spread(fft_ms(real, slabs, repeat))}
+    log(f"   R2C {largest}^3 on {real.devices}: {RESULTS['fft3d_r2c']['median_ms']:.3f} ms")
+    del real, slabs
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def ranks_part(count: int, n: int, repeat: int) -> None:
+    """The slab FFT with one rank per GPU (NCCL, both orders) and cuFFTMp on the same ranks, through mpiexec."""
+    from gpucourse.multigpu import mpi
+
+    if count < 2:
+        RESULTS["not_measured"]["fft3d_ranks"] = "one GPU: NCCL takes one GPU per rank"
+        RESULTS["not_measured"]["fft3d_over_cufftmp_4"] = f"needs 4 GPUs; this machine has {count}"
+        return
+    if mpi.launcher_or_none() is None:
+        RESULTS["not_measured"]["fft3d_ranks"] = "no MPI launcher (mpiexec) here"
+        return
+    common = ["--shape", n, n, n, "--repeat", repeat, "--expect-ranks", count]
+    RESULTS["fft3d_ranks"] = {}
+    for order in ("rotated", "grouped"):
+        run = mpi.run_program("gpucourse.multigpu.mpi.fft3d", count, [*common, "--order", order], timeout_s=300, check=False)
+        RESULTS["fft3d_ranks"][order] = run.result or {"error": (run.stdout + run.stderr)[-1500:]}
+        log(f"   {count} ranks, {order}: {RESULTS['fft3d_ranks'][order].get('ms')} ms")
+    run = mpi.run_program("gpucourse.multigpu.mpi.fft3d", count, [*common, "--cufftmp"], timeout_s=300, check=False)
+    cufftmp = (run.result or {}).get("cufftmp") or {"error": (run.stdout + run.stderr)[-1500:]}
+    RESULTS["fft3d_cufftmp"] = cufftmp
+    log(f"   cuFFTMp on {count} ranks: {cufftmp}")
+    ours = min((r.get("ms") or float("inf")) for r in RESULTS["fft3d_ranks"].values())
+    if count == 4 and cufftmp.get("ms") and ours < float("inf"):
+        RESULTS["fft3d_over_cufftmp_4"] = cufftmp["ms"] / ours
     else:
-        RESULTS["not_measured"]["fft3d_over_cufftmp_4"] = (f"{why} imports; its runner (one rank per GPU, NVSHMEM) is "
-                                                           "`python -m gpucourse.multigpu.mpi.fft3d --cufftmp`, started with mpiexec")
+        RESULTS["not_measured"]["fft3d_over_cufftmp_4"] = (f"cuFFTMp did not run: {cufftmp.get('skipped') or cufftmp.get('error')}"
+                                                           if not cufftmp.get("ms") else f"needs 4 GPUs; this machine has {count}")
 
 
 def main(argv=None) -> int:
@@ -202,7 +246,7 @@ def main(argv=None) -> int:
     parser.add_argument("--block-mib", type=int, default=64, help="all-to-all block in MiB")
     parser.add_argument("--fft", default=None, help="FFT sizes, comma-separated (default 256,512,1024)")
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--parts", default="alltoall,transpose,fft")
+    parser.add_argument("--parts", default="alltoall,transpose,fft,ranks")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -224,8 +268,11 @@ def main(argv=None) -> int:
         guarded("all-to-all", alltoall_part, count, block, args.repeat)
     if "transpose" in parts and not sim:
         guarded("transpose", transpose_part, count, args.n or 16384, args.repeat)
+    fft_sizes = [int(s) for s in (args.fft or "256,512,1024").split(",")]
     if "fft" in parts and not sim:
-        guarded("FFT", fft_part, count, [int(s) for s in (args.fft or "256,512,1024").split(",")], min(args.repeat, 10))
+        guarded("FFT", fft_part, count, fft_sizes, min(args.repeat, 10))
+    if "ranks" in parts and not sim:
+        guarded("FFT, one rank per GPU", ranks_part, count, max(fft_sizes), min(args.repeat, 10))
     if sim:  # the logic still runs on small sizes
         run = A.alltoall_bandwidth([0, 0, 0], 1024, repeat=1)
         RESULTS["simulator_check"] = {"alltoall_mismatches": run.mismatches}
