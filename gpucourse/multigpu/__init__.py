@@ -1,6 +1,6 @@
 """Chapter 4's code: several GPUs from one process and from one rank per GPU.
 
-Sub-modules, from the bottom up (each imports only those above it and the rest of `gpucourse`):
+Sub-modules, from the bottom up (they import each other by name and the rest of `gpucourse`, never this package's face below):
 
 * `gpus`: which GPUs a process sees, making one current, waiting for them (`on_device`, `device_count`).
 * `links`: what joins them (nvidia-smi's topology, NVLink and PCIe figures).
