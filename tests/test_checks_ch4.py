@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpucourse.checks import CheckFailed, ch4
-from gpucourse.domains import model as M
-from gpucourse.mpi import exchange, ranks
+from gpucourse.multigpu import model as M
+from gpucourse.multigpu.mpi import exchange, ranks
 
 # --- 4.1 -----------------------------------------------------------------------------------------
 

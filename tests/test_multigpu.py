@@ -9,6 +9,8 @@ from conftest import gpu_only
 import gpucourse
 from gpucourse import multigpu
 from gpucourse.errors import ArrayArgumentError, DeviceOrdinalError, GPUOnlyFeature, PeerAccessError
+from gpucourse.multigpu import gpus
+from gpucourse.multigpu import peer as peer_module
 
 
 def test_devices_and_ordinals():
@@ -49,8 +51,8 @@ def test_peer_matrix_and_table():
 def test_peer_access_refuses_what_cannot_be(monkeypatch):
     with pytest.raises(PeerAccessError, match="two different GPUs"):
         multigpu.set_peer_access(0, 0, True)
-    monkeypatch.setattr(multigpu, "device_count", lambda: 2)
-    monkeypatch.setattr(multigpu, "can_access_peer", lambda a, b: False)
+    monkeypatch.setattr(gpus, "device_count", lambda: 2)
+    monkeypatch.setattr(peer_module, "can_access_peer", lambda a, b: False)
     with pytest.raises(PeerAccessError, match="cannot access each other's memory"):
         multigpu.set_peer_access(0, 1, True)
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..domains import model as M
-from ..mpi import ranks
-from ..mpi.exchange import ExchangeError, loopback_exchange
+from ..multigpu import model as M
+from ..multigpu.mpi import ranks
+from ..multigpu.mpi.exchange import ExchangeError, loopback_exchange
 from ..sizes import problem_size
 from . import CheckFailed, fail, passed
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import CourseError
+from ...errors import CourseError
 
 
 class ExchangeError(CourseError, RuntimeError):
@@ -41,7 +41,7 @@ def all_to_all(comm, send: Sequence, recv: Sequence) -> None:
 
 def nccl_status() -> tuple[bool, str]:
     """(True, NCCL version) if CuPy can use NCCL here; (False, the reason) otherwise."""
-    from .. import mode
+    from ... import mode
 
     if mode.is_simulator():
         return False, "NCCL moves GPU memory, and this session runs in simulator mode"

@@ -1,9 +1,9 @@
 """The split Jacobi iteration as an MPI program: one process (rank) per GPU, halos exchanged with NCCL.
 
-    mpiexec -n 4 python -m gpucourse.domains.ranks --shape 16384 16384 --sweeps 1000 --every 100 --halo 10
+    mpiexec -n 4 python -m gpucourse.multigpu.domains.ranks --shape 16384 16384 --sweeps 1000 --every 100 --halo 10
 
 Each rank holds one slab (`slabs.plan_slabs` with as many parts as ranks) in a `lane.SlabLane`, on
-the GPU its node-local rank gives (`gpucourse.mpi.ranks.place`). A round is the lane's first group
+the GPU its node-local rank gives (`gpucourse.multigpu.mpi.ranks.place`). A round is the lane's first group
 of launches, then on its copy stream an NCCL group that sends its edge rows to its neighbours and
 receives their edge rows into its halo, under the lane's interior sweep. Nothing here knows how many
 nodes there are: with a host file, `mpiexec -n 16 --hostfile hosts ...` runs the same program over
@@ -26,7 +26,7 @@ EXCHANGES = ("nccl", "host")
 
 
 def _parse(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gpucourse.domains.ranks", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpucourse.multigpu.domains.ranks", description=__doc__.split("\n")[0])
     parser.add_argument("--shape", type=int, nargs=2, default=(258, 258), metavar=("NY", "NX"))
     parser.add_argument("--sweeps", type=int, default=20)
     parser.add_argument("--every", type=int, default=10)
@@ -45,7 +45,7 @@ class RankJacobi:
 
     def __init__(self, comm, initial: np.ndarray, *, halo: int, every: int, exchange: str, graphs: bool, device: int,
                  heat_d: float | None = None) -> None:
-        from ..errors import DecompositionError
+        from ...errors import DecompositionError
         from .lane import SlabLane
         from .peer import check_options
         from .slabs import plan_slabs
@@ -70,7 +70,7 @@ class RankJacobi:
 
     def wait_for_device(self) -> None:
         """Wait until this rank's GPU is idle."""
-        from ..timing import synchronize
+        from ...timing import synchronize
 
         synchronize()
 
@@ -87,7 +87,7 @@ class RankJacobi:
         record(lane.halos_in, lane.copies)
 
     def _exchange_host(self, buffer: int) -> None:
-        from ..arrays import to_host
+        from ...arrays import to_host
 
         self.wait_for_device()  # MPI reads host copies of the edge rows now
         lane = self.lane
@@ -106,8 +106,8 @@ class RankJacobi:
 
     def run(self, sweeps: int) -> None:
         """Queue `sweeps` sweeps (whole rounds of `halo` sweeps) on this rank's GPU, exchanging halos with its neighbours."""
-        from ..errors import DecompositionError
-        from ..multigpu import on_device
+        from ...errors import DecompositionError
+        from ..gpus import on_device
         from .lane import wait
 
         if sweeps < 0 or sweeps % self.halo:
@@ -140,7 +140,7 @@ class RankJacobi:
 
     def gather(self) -> np.ndarray | None:
         """The whole mesh on rank 0 (None elsewhere), from every rank's owned rows and the boundary rows (waits)."""
-        from ..arrays import to_host
+        from ...arrays import to_host
 
         self.wait_for_device()
         current = self.sweeps_done % 2
@@ -171,8 +171,8 @@ def main(argv=None) -> int:
     chosen = ranks.choose_device_before_init()
     from mpi4py import MPI
 
-    from .. import mode
-    from ..errors import DecompositionError
+    from ... import mode
+    from ...errors import DecompositionError
     from ..mpi import report, world_is_as_expected
     from ..mpi.exchange import nccl_status
     from .scaling import digest, sample_mesh

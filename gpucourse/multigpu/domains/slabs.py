@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DecompositionError
+from ...errors import DecompositionError
 
 
 @dataclass(frozen=True)

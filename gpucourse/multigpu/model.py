@@ -78,7 +78,9 @@ class Machine:
         return dataclasses.replace(self, link_gbs=link_gbs, latency_us=latency_us, name=name or self.name)
 
 
-#: 4 or 8 H100 SXM through NVSwitch: 3000 GB/s copy (chapter 3), ~450 GB/s a direction measured (478 rated), 15 µs a launch.
+#: 4 or 8 H100 SXM through NVSwitch: 3000 GB/s copy (chapter 3), 15 µs a launch, and the RATED NVLink 4 figure, 450 GB/s a direction
+#: (18 links of 25 GB/s). One pair's peer copy measured 374-397 GB/s (measurements/multigpu_jacobi.json, 4 x H100 80GB HBM3):
+#: a model on this constant is an upper bound; `with_link(measured, ...)` gives the honest one.
 H100_NVSWITCH = Machine(3000.0, 450.0, launch_us=15.0, latency_us=2.0, tflops=67.0, kernel_us=2.0,
                         name="H100 SXM, NVLink 4 through NVSwitch")
 #: The same GPUs through PCIe 5.0 x16 (peer access over the host bridge): ~50 GB/s a direction.
@@ -313,18 +315,26 @@ class JacobiPrediction:
     gpus: int
     rows_per_gpu: int  #: rows of the largest slab
     hbm_ms: float  #: the slab swept: each of its values read and written once in HBM
-    halo_bytes: int  #: bytes crossing the busiest GPU's link in a sweep, sent and received together
-    halo_ms: float  #: its outgoing halo rows over the per-direction link bandwidth, plus the latency per message
-    gpu_ms: float  #: the GPUs' time: kernels, sweep and halo exchange, the exchange hidden behind the interior if overlapped
-    launch_ms: float  #: the host's cost of the sweep's launches (0 with CUDA graphs)
+    halo_bytes: int  #: bytes crossing the busiest GPU's link in one exchange (every `halo_rows` sweeps), sent and received together
+    halo_ms: float  #: one exchange (its outgoing rows over the per-direction link bandwidth, plus the latency per message) per sweep
+    gpu_ms: float  #: the GPUs' time a sweep: kernels, sweep and halo exchange, the exchange hidden behind the interior if overlapped
+    launch_ms: float  #: the host's time a sweep: every call it issues in a round (launches or graph replays, event waits and
+    #: records, peer copies or NCCL calls, device switches), over the round's sweeps
     one_gpu_ms: float  #: the whole mesh swept by one GPU, one launch a sweep
     overlapped: bool
     graphs: bool
+    halo_rows: int = 1  #: rows exchanged with each neighbour every `halo_rows` sweeps (a round)
+    host_calls: int = 0  #: calls the host issues a round, every GPU's together (one process) or one GPU's (a process each)
 
     @property
     def sweep_ms(self) -> float:
-        """One sweep on P GPUs, ms."""
-        return self.gpu_ms + self.launch_ms
+        """One sweep on P GPUs, ms: the host issues ahead of the GPUs, so the slower of the two sets the pace."""
+        return max(self.gpu_ms, self.launch_ms)
+
+    @property
+    def host_bound(self) -> bool:
+        """True where the GPUs wait for the host (its calls take longer than their sweep)."""
+        return self.launch_ms > self.gpu_ms
 
     @property
     def speedup(self) -> float:
@@ -352,21 +362,38 @@ def _sweep_ms(nx: int, rows: int, itemsize: int, machine: Machine) -> float:
     return _ms(2 * itemsize * nx * rows, machine.hbm_gbs)
 
 
+def round_host_calls(neighbours: int, launches: int, *, one_process: bool = True) -> int:
+    """Calls the host issues for one GPU in a round of the split solver, besides its `launches` (counted off the code).
+
+    One process (`domains.peer.PeerJacobi.run`): two device switches, a wait on its own and each
+    neighbour's event on each of two streams, a peer copy from each neighbour, one event recorded.
+    A rank (`domains.ranks`): a wait on each of two streams, an NCCL group (start, end) of a send and
+    a receive per neighbour, one event recorded. CUDA graphs replace the launches only (two replays).
+    """
+    if neighbours == 0:
+        return launches
+    exchange = 2 + 2 * (1 + neighbours) + neighbours + 1 if one_process else 2 + 2 + 2 * neighbours + 1
+    return exchange + launches
+
+
 def jacobi_model(nx: int, ny: int, itemsize: int, gpus: int, machine: Machine, launches_per_sweep: int = 3,
                  overlapped: bool = True, graphs: bool = False, *, one_process: bool = True, halo_rows: int = 1,
                  links: tuple[Machine, Machine] | None = None) -> JacobiPrediction:
-    """One Jacobi sweep of an nx x ny mesh (`itemsize` bytes a value) on `gpus` slabs of rows, by part, in ms.
+    """One Jacobi sweep of an nx x ny mesh (`itemsize` bytes a value) on `gpus` slabs of rows, by part, in ms (averaged over a round).
 
-    Each GPU sweeps its slab (ny/P rows; the largest sets the pace) and exchanges `halo_rows` rows
-    with each neighbour: it sends them and receives as many, both directions of its link at once,
-    so the time is the outgoing rows over the per-direction bandwidth plus the latency of each
-    message. The middle slabs have two neighbours, the end slabs one. Overlapped, the rows next to
-    the neighbours are swept first and their halos sent while the interior is swept. Each GPU
-    launches `launches_per_sweep` kernels and copies a sweep (boundary rows, interior, halos); from
-    one process the host issues every GPU's in turn, with a process per GPU only its own; CUDA
-    graphs make that cost about 0. One GPU sweeps the whole mesh with one launch a sweep. On the GPU
-    each kernel costs `kernel_us` (in a graph too): overlapped, one lies on the sweep's critical
-    path; otherwise they all do.
+    A round is `halo_rows` = h sweeps, then one exchange. Each GPU sweeps its slab (ny/P rows; the
+    largest sets the pace) plus the rows of its halos it sweeps again (h - 1 .. 1 rows per neighbour
+    over the round's sweeps: (h - 1) / 2 a sweep on average), and once a round exchanges h rows with
+    each neighbour: it sends them and receives as many, both directions of its link at once, so the
+    exchange takes the outgoing rows over the per-direction bandwidth plus the latency of each message.
+    The middle slabs have two neighbours, the end slabs one. Overlapped, the edge rows of the round's
+    last sweep go first and their halos move while its interior is swept. The round's first h - 1
+    sweeps are a launch each, the last `launches_per_sweep` (edges, interior, halos). The host issues
+    every call of a round (`round_host_calls`: launches, event waits and records, copies, device
+    switches), every GPU's in turn from one process or only its own with a process per GPU; CUDA graphs
+    replace the launches by two replays and leave the rest. The host runs ahead of the GPUs: a sweep
+    takes the longer of the two (`sweep_ms`). One GPU sweeps the whole mesh with one launch a sweep
+    (none with graphs). On the GPU each kernel costs `kernel_us` (in a graph too).
     `links` = (left, right): other links to the two neighbours of the busiest GPU (between nodes).
     """
     _check_gpus(gpus)
@@ -376,24 +403,26 @@ def jacobi_model(nx: int, ny: int, itemsize: int, gpus: int, machine: Machine, l
     _check_count("launches_per_sweep", launches_per_sweep, 1)
     _check_count("halo_rows", halo_rows, 1)
     rows = slab_rows(ny, gpus, halo_rows)
-    hbm_ms = _sweep_ms(nx, rows, itemsize, machine)
+    h = halo_rows if gpus > 1 else 1
     neighbours = min(gpus - 1, 2)
-    row_bytes = halo_rows * nx * itemsize
+    hbm_ms = _sweep_ms(nx, rows + neighbours * (h - 1) / 2, itemsize, machine)  # the slab, and the halo rows swept again
+    row_bytes = h * nx * itemsize
     over = list(links) if links is not None else [machine, machine]
-    halo_ms = sum(_ms(row_bytes, link.link_gbs) + link.latency_us / 1e3 for link in over[:neighbours])
-    boundary_ms = _sweep_ms(nx, min(neighbours * halo_rows, rows), itemsize, machine)
+    exchange_ms = sum(_ms(row_bytes, link.link_gbs) + link.latency_us / 1e3 for link in over[:neighbours])
+    boundary_ms = _sweep_ms(nx, min(neighbours, rows), itemsize, machine)  # the last sweep's edge rows
     kernels = launches_per_sweep if gpus > 1 else 1  # one GPU sweeps its whole mesh in one launch
     kernel_ms = machine.kernel_us / 1e3
-    if overlapped:  # boundary rows, then their halos beside the interior: one kernel's cost on each path
-        gpu_ms = kernel_ms + max(hbm_ms, boundary_ms + halo_ms)
+    if overlapped:  # the round's first sweeps, then edges, then the exchange beside the interior: one kernel a sweep on the path
+        round_ms = h * kernel_ms + (h - 1) * hbm_ms + max(hbm_ms, boundary_ms + exchange_ms)
     else:  # the kernels and the exchange one after another
-        gpu_ms = kernels * kernel_ms + hbm_ms + halo_ms
-    issued = kernels * (gpus if one_process else 1)
-    launch_ms = 0.0 if graphs else issued * machine.launch_us / 1e3
-    one_gpu_ms = kernel_ms + _sweep_ms(nx, ny, itemsize, machine) + (0.0 if graphs else machine.launch_us / 1e3)
+        round_ms = (h - 1 + kernels) * kernel_ms + h * hbm_ms + exchange_ms
+    launches = (2 if graphs else h - 1 + kernels) if gpus > 1 else (0 if graphs else 1)
+    calls = round_host_calls(neighbours, launches, one_process=one_process) * (gpus if one_process else 1)
+    launch_ms = calls * machine.launch_us / 1e3 / h
+    one_gpu_ms = max(kernel_ms + _sweep_ms(nx, ny, itemsize, machine), 0.0 if graphs else machine.launch_us / 1e3)
     return JacobiPrediction(nx=nx, ny=ny, itemsize=itemsize, gpus=gpus, rows_per_gpu=rows, hbm_ms=hbm_ms,
-                            halo_bytes=2 * neighbours * row_bytes, halo_ms=halo_ms, gpu_ms=gpu_ms, launch_ms=launch_ms,
-                            one_gpu_ms=one_gpu_ms, overlapped=overlapped, graphs=graphs)
+                            halo_bytes=2 * neighbours * row_bytes, halo_ms=exchange_ms / h, gpu_ms=round_ms / h, launch_ms=launch_ms,
+                            one_gpu_ms=one_gpu_ms, overlapped=overlapped, graphs=graphs, halo_rows=h, host_calls=calls)
 
 
 @dataclass(frozen=True)
@@ -410,12 +439,12 @@ class WeakScaling:
 
 
 def jacobi_weak_scaling(nx: int, rows_per_gpu: int, itemsize: int, gpus: int, machine: Machine, launches_per_sweep: int = 3,
-                        overlapped: bool = True, graphs: bool = False, *, one_process: bool = True) -> WeakScaling:
+                        overlapped: bool = True, graphs: bool = False, *, one_process: bool = True, halo_rows: int = 1) -> WeakScaling:
     """Weak scaling of the Jacobi sweep: `rows_per_gpu` rows of `nx` values on each of `gpus` GPUs (times in ms)."""
     _check_count("rows_per_gpu", rows_per_gpu, 1)
     _check_gpus(gpus)
     on_p = jacobi_model(nx, rows_per_gpu * gpus, itemsize, gpus, machine, launches_per_sweep, overlapped, graphs,
-                        one_process=one_process)
+                        one_process=one_process, halo_rows=halo_rows)
     alone = jacobi_model(nx, rows_per_gpu, itemsize, 1, machine, launches_per_sweep, overlapped, graphs)
     return WeakScaling(on_p, alone.sweep_ms)
 
@@ -451,7 +480,7 @@ class ScalingEstimate:
 def beyond_one_machine(nx: int, ny: int, gpus_list: tuple[int, ...] = (8, 16, 32, 64), *, gpus_per_node: int = 8,
                        machine: Machine = H100_NVSWITCH, network_gbs: float = INFINIBAND_NDR_GBS,
                        network_latency_us: float = INFINIBAND_LATENCY_US, itemsize: int = 4, launches_per_sweep: int = 3,
-                       overlapped: bool = True, graphs: bool = True) -> ScalingEstimate:
+                       overlapped: bool = True, graphs: bool = True, halo_rows: int = 10) -> ScalingEstimate:
     """Estimated strong scaling of the Jacobi sweep (nx x ny) over nodes of `gpus_per_node` GPUs joined by InfiniBand, in ms.
 
     One process per GPU (the NCCL solver under mpiexec). Slabs are numbered along the nodes, so a
@@ -462,11 +491,12 @@ def beyond_one_machine(nx: int, ny: int, gpus_list: tuple[int, ...] = (8, 16, 32
     network = machine.with_link(network_gbs, network_latency_us, "InfiniBand")  # validates the figures
     result = ScalingEstimate(
         title=f"ESTIMATE (model, not measured): Jacobi sweep of {nx} x {ny} on nodes of {gpus_per_node} GPUs",
-        assumptions=[f"Estimate from gpucourse.domains.model, nothing measured: {machine.name or 'GPU'} at {machine.hbm_gbs:g} "
+        assumptions=[f"Estimate from gpucourse.multigpu.model, nothing measured: {machine.name or 'GPU'} at {machine.hbm_gbs:g} "
                      f"GB/s HBM, {machine.link_gbs:g} GB/s NVLink a direction in a node, {network_gbs:g} GB/s and "
                      f"{network_latency_us:g} µs between nodes (one adapter per GPU).",
-                     f"One process per GPU, {launches_per_sweep} launches a sweep, "
-                     f"{'CUDA graphs (no host cost)' if graphs else f'{machine.launch_us:g} µs each'}, halo exchange "
+                     f"One process per GPU, a halo of {halo_rows} rows (an exchange every {halo_rows} sweeps), "
+                     f"{'CUDA graphs for the launches' if graphs else f'{launches_per_sweep} launches a sweep'}, "
+                     f"{machine.launch_us:g} µs for each call the host issues, halo exchange "
                      f"{'hidden behind the interior' if overlapped else 'after the sweep'}; efficiency against one GPU."])
     for gpus in gpus_list:
         _check_gpus(gpus)
@@ -475,7 +505,7 @@ def beyond_one_machine(nx: int, ny: int, gpus_list: tuple[int, ...] = (8, 16, 32
         if nodes > 1 and gpus_per_node == 1:
             links = (network, network)
         prediction = jacobi_model(nx, ny, itemsize, gpus, machine, launches_per_sweep, overlapped, graphs, one_process=False,
-                                  links=links)
+                                  links=links, halo_rows=halo_rows)
         result.rows.append({"gpus": gpus, "nodes": nodes, "rows_per_gpu": prediction.rows_per_gpu,
                             "sweep_ms": prediction.sweep_ms, "speedup": prediction.speedup,
                             "efficiency": prediction.efficiency})

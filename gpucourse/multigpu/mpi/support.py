@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DeviceBufferError
+from ...errors import DeviceBufferError
 
 
 @dataclass(frozen=True)

@@ -25,17 +25,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import DecompositionError
-from ..kernels import laplace
-from ..multigpu import (
-    capable_pairs,
-    check_ordinal,
-    copy_peer,
-    on_device,
-    restore_all_peer_access,
-    switch_peer_access,
-    synchronize_all,
-)
+from ...errors import DecompositionError
+from ...kernels import laplace
+from ..gpus import check_ordinal, on_device, synchronize_all
+from ..peer import capable_pairs, copy_peer, restore_all_peer_access, switch_peer_access
 from .lane import SlabLane, record, wait
 from .slabs import SlabPlan, plan_slabs
 
@@ -123,7 +116,7 @@ class PeerJacobi:
 
     def gather(self) -> np.ndarray:
         """The whole mesh after the sweeps so far, on the host (waits for the GPUs)."""
-        from ..arrays import to_host
+        from ...arrays import to_host
 
         self.synchronize()
         current = self.sweeps_done % 2

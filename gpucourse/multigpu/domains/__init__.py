@@ -4,12 +4,11 @@
   each exchange moves); shared by every way of exchanging;
 * `peer`: one process, one stream pair per GPU, halos pulled by peer copies while the interior is swept;
 * `ranks`: one MPI process per GPU, halos exchanged with NCCL (or, without NCCL, staged through the host);
-* `model`: what splitting should cost, from bytes, HBM and link bandwidth and the host's cost per launch;
 * `scaling`: strong and weak scaling against the course's own one-GPU sweep, and the record.
 """
 
-from . import model, slabs
+from . import slabs
 from .peer import PeerJacobi
 from .slabs import SlabPlan, plan_slabs
 
-__all__ = ["PeerJacobi", "SlabPlan", "model", "plan_slabs", "slabs"]
+__all__ = ["PeerJacobi", "SlabPlan", "plan_slabs", "slabs"]

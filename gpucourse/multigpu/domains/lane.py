@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import mode
-from ..arrays import array_module, to_host
-from ..distributed import kernel_view
-from ..graphs import capture
-from ..kernels import heat, laplace
-from ..multigpu import new_stream, on_device
+from ... import mode
+from ...arrays import array_module, to_host
+from ...graphs import capture
+from ...kernels import heat, laplace
+from ..gpus import new_stream, on_device
+from ..transpose import kernel_view
 from .slabs import SlabPlan
 
 

@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .. import mode
-from ..kernels import laplace
-from ..multigpu import device_count, wall_time_ms
+from ... import mode
+from ...kernels import laplace
+from ..gpus import device_count, wall_time_ms
 from .peer import PeerJacobi
 
 
@@ -124,9 +124,9 @@ def weak_scaling(rows_per_gpu: int, nx: int, counts: Sequence[int], *, sweeps: i
 def one_gpu_sweep(shape: tuple[int, int], dtype=np.float32, repeat: int = 20) -> dict:
     """The course's tuned one-GPU sweep of a whole `shape` mesh, measured as chapter 6's record measures it
     (`stencil2d.Measured`): GPU ms (events, gated), the loop of public calls, GB/s and fraction of the copy."""
-    from ..arrays import to_device
-    from ..stencil2d import Measured
-    from ..timing import bandwidth_ceilings, benchmark
+    from ...arrays import to_device
+    from ...stencil2d import Measured
+    from ...timing import bandwidth_ceilings, benchmark
 
     mesh = sample_mesh(shape, dtype)
     launcher, arguments = laplace.sweep_call(to_device(mesh), to_device(mesh), "global")

@@ -2,7 +2,7 @@
 
 An MPI program is many copies of one program (ranks) started together by a launcher, `mpiexec` or
 `mpirun`, which comes with the MPI library. The programs of this chapter are modules of this
-package (`python -m gpucourse.mpi.transpose ...`); `run_program(module, ranks, args)` finds the
+package (`python -m gpucourse.multigpu.mpi.transpose ...`); `run_program(module, ranks, args)` finds the
 launcher, starts them, waits, and returns what they printed and the result rank 0 reported.
 
 The launcher must belong to the MPI library that mpi4py uses: `find_launcher` looks first beside
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import mode
-from ..errors import MPIProblem
+from ... import mode
+from ...errors import MPIProblem
 
 #: Rank 0 of each program prints one line starting with this, followed by its result as JSON.
 RESULT_MARKER = "GPUCOURSE_RESULT "
@@ -202,8 +202,8 @@ def world_is_as_expected(size: int, expected: int | None) -> bool:
 
 def default_ranks() -> int:
     """Ranks the chapter's programs start: one per GPU this process sees (the simulator: `ch4_mpi_ranks`, two ranks on its one device)."""
-    from ..multigpu import device_count
-    from ..sizes import problem_size
+    from ...sizes import problem_size
+    from ..gpus import device_count
 
     return int(problem_size("ch4_mpi_ranks")) if mode.is_simulator() else device_count()
 

@@ -188,7 +188,7 @@ def read_topology() -> Topology:
     pcie = _run(["--query-gpu=index,pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max",
                  "--format=csv,noheader,nounits"]) or ""
     buses = parse_bus_ids(_run(["--query-gpu=index,pci.bus_id", "--format=csv,noheader"]) or "")
-    from .device import all_devices
+    from ..device import all_devices
 
     cuda = {info.ordinal: info.pci_bus_id for info in all_devices()}
     return Topology(parse_topology_matrix(topo), parse_nvlink_status(nvlink), parse_pcie(pcie), topo, nvlink,

@@ -31,24 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import mode
-from .arrays import array_module, poison_value
-from .errors import DecompositionError
-from .graphs import capture
-from .kernels import transpose as T
-from .multigpu import (
-    capable_pairs,
-    check_ordinal,
-    copy_2d,
-    copy_to_device,
-    new_stream,
-    on_device,
-    restore_all_peer_access,
-    switch_peer_access,
-    synchronize_all,
-    wall_time_ms,
-)
-from .timing import effective_bandwidth_gbs
+from .. import mode
+from ..arrays import array_module, poison_value
+from ..errors import DecompositionError
+from ..graphs import capture
+from ..kernels import transpose as T
+from ..timing import effective_bandwidth_gbs
+from .gpus import check_ordinal, new_stream, on_device, synchronize_all, wall_time_ms
+from .model import staged_transpose_ms
+from .peer import capable_pairs, copy_2d, copy_to_device, restore_all_peer_access, switch_peer_access
 
 #: The transpose kernel used for each block (chapter 3's padded shared-memory tile).
 VARIANT = "no_bank_conflicts"
@@ -476,15 +467,11 @@ class StageModel:
     @property
     def overlapped_ms(self) -> float:
         """run(overlap=True), in ms: the P - 1 copies each GPU receives, then its last transpose (or its P transposes, if longer)."""
-        from .domains.model import staged_transpose_ms  # the formula lives there; imported late, so no import cycle
-
         return staged_transpose_ms(self.parts, self.transpose_ms, self.copy_ms, overlapped=True)
 
     @property
     def blocking_ms(self) -> float:
         """run(overlap=False), in ms: the diagonal transposes, P - 1 stages of P copies one after another, the last transpose."""
-        from .domains.model import staged_transpose_ms
-
         return staged_transpose_ms(self.parts, self.transpose_ms, self.copy_ms, overlapped=False)
 
 
@@ -515,7 +502,7 @@ class TransposeRun:
                 "gbs": self.gbs, "mismatches": self.mismatches}
 
     def __str__(self) -> str:
-        from .report import rate
+        from ..report import rate
 
         check = "checked" if self.mismatches == 0 else f"{self.mismatches} WRONG"
         return (f"{self.shape[0]} x {self.shape[1]} over devices {list(self.devices)} ({self.how}): {self.ms:.3f} ms, "
@@ -550,7 +537,7 @@ def measure(shape: tuple[int, int], devices: Sequence[int], *, overlaps: Sequenc
 def one_gpu_transpose(shape: tuple[int, int], *, repeat: int = 10, seed: int = 0, tile: int = T.BOOK_TILE,
                       block_rows: int = T.BOOK_BLOCK_ROWS) -> TransposeRun:
     """Chapter 3's transpose of the whole matrix on the current GPU, timed with CUDA events (gpucourse.benchmark) and checked."""
-    from .timing import benchmark
+    from ..timing import benchmark
 
     xp = array_module()
     inp = random_part(seed, 0, shape)

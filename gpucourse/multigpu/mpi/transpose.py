@@ -1,8 +1,8 @@
 """The MPI transpose (book §4.2.2, §4.2.3, Appendix D.4.2-3): one rank per GPU, the matrix split by rows over the ranks.
 
-    mpiexec -n 2 python -m gpucourse.mpi.transpose --shape 16384 16384 --method host
+    mpiexec -n 2 python -m gpucourse.multigpu.mpi.transpose --shape 16384 16384 --method host
 
-The decomposition is the one of `gpucourse.distributed`: rank r holds rows r*h .. (r+1)*h of the
+The decomposition is the one of `gpucourse.multigpu.transpose`: rank r holds rows r*h .. (r+1)*h of the
 input and rows r*w .. (r+1)*w of the transpose, and needs one h x w block from every rank.
 Methods:
 
@@ -16,7 +16,7 @@ Methods:
   library says it is CUDA-aware; otherwise the program says so and stops cleanly.
 
 Every rank makes its input from a seed, so every rank can check its output against the input of
-the others without sending it. Rank 0 prints one result line (see `gpucourse.mpi.report`).
+the others without sending it. Rank 0 prints one result line (see `gpucourse.multigpu.mpi.report`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ METHODS = ("host", "nccl", "cuda-aware")
 
 
 def _parse(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gpucourse.mpi.transpose", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpucourse.multigpu.mpi.transpose", description=__doc__.split("\n")[0])
     parser.add_argument("--shape", type=int, nargs=2, default=(1024, 1024), metavar=("ROWS", "COLS"))
     parser.add_argument("--method", choices=METHODS, default="host")
     parser.add_argument("--repeat", type=int, default=10, help="timed transposes (median reported)")
@@ -45,16 +45,16 @@ class _Rank:
     """What every method shares: the rank's slices, the transposes planned once, device waits and the check."""
 
     def __init__(self, comm, shape, seed: int, tile: tuple[int, int]) -> None:
-        from .. import distributed
-        from ..arrays import array_module
+        from ...arrays import array_module
+        from ..transpose import random_part, split_rows
 
         self.comm, self.rank, self.size = comm, comm.Get_rank(), comm.Get_size()
-        self.split = distributed.split_rows(shape, self.size)
+        self.split = split_rows(shape, self.size)
         self.h, self.w = self.split.rows_per_part, self.split.cols_per_part
         self.xp = array_module()
         self.seed, self.tile = seed, tile
         rows, cols = self.split.shape
-        self.inp = distributed.random_part(seed, self.rank, (self.h, cols))
+        self.inp = random_part(seed, self.rank, (self.h, cols))
         self.out = self.xp.full((self.w, rows), np.nan, dtype=np.float32)
 
     def block_of_input(self, peer: int):
@@ -67,20 +67,20 @@ class _Rank:
 
     def plan(self, target, source):
         """A transpose of `source` into `target`, planned now on the current stream: the call only launches."""
-        from ..distributed import VARIANT, kernel_view
-        from ..kernels import transpose as T
+        from ...kernels import transpose as T
+        from ..transpose import VARIANT, kernel_view
 
         return T.transpose.plan(kernel_view(target), kernel_view(source), VARIANT, *self.tile)
 
     def wait_for_device(self) -> None:
         """Wait until this rank's GPU is idle."""
-        from ..timing import synchronize
+        from ...timing import synchronize
 
         synchronize()
 
     def mismatches(self) -> int:
         """Wrong or unwritten elements of this rank's output, against the inputs of every rank made again from the seed."""
-        from ..distributed import random_part
+        from ..transpose import random_part
 
         self.wait_for_device()
         wrong = 0
@@ -115,7 +115,7 @@ class HostStaged(_Rank):
 
     def run(self) -> None:
         """One whole transpose."""
-        from ..multigpu import copy_2d
+        from ..peer import copy_2d
         from .support import check_buffers
 
         self.local()
@@ -160,7 +160,7 @@ class NcclTranspose(_Rank):
 
     def run(self) -> None:
         """One whole transpose."""
-        from ..multigpu import copy_2d
+        from ..peer import copy_2d
 
         compute, wire = self.compute, self.exchange.stream
         self.local(stream=compute)
@@ -185,7 +185,7 @@ class NcclTranspose(_Rank):
 
 def _unavailable(method: str, awareness, placements: list[dict]) -> str | None:
     """Why `method` cannot run here (None: it can)."""
-    from .. import mode
+    from ... import mode
     from .exchange import nccl_status
 
     if method == "cuda-aware" and not awareness.supported:
@@ -217,10 +217,10 @@ def main(argv=None) -> int:
     chosen = ranks.choose_device_before_init()  # before MPI_Init: a CUDA-aware MPI sets up on the current device
     from mpi4py import MPI
 
-    from .. import mode, sizes
-    from ..errors import DecompositionError
-    from ..report import rate
-    from ..timing import effective_bandwidth_gbs
+    from ... import mode, sizes
+    from ...errors import DecompositionError
+    from ...report import rate
+    from ...timing import effective_bandwidth_gbs
     from . import report, support, world_is_as_expected
 
     comm = MPI.COMM_WORLD

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from ..errors import MPIProblem
+from ...errors import MPIProblem
 
 #: Variables in which launchers give each process its node-local rank (and the number of ranks on its node), in the order read.
 LOCAL_RANK_VARIABLES = (
@@ -92,9 +92,9 @@ def choose_device_before_init(environ: Mapping[str, str] | None = None) -> Devic
     if launcher is None:
         return None
     import gpucourse
-    from gpucourse import multigpu
+    from gpucourse.multigpu import gpus
 
-    count = multigpu.device_count()
+    count = gpus.device_count()
     device = device_for(launcher.local_rank, count)
     gpucourse.select_device(device)
     return DeviceChoice(device, count, launcher)
@@ -134,12 +134,12 @@ def place(comm, chosen: DeviceChoice | None = None) -> Placement:
     from mpi4py import MPI
 
     import gpucourse
-    from gpucourse import multigpu
+    from gpucourse.multigpu import gpus
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     local_rank, local_size = local.Get_rank(), local.Get_size()
     local.Free()
-    count = multigpu.device_count()
+    count = gpus.device_count()
     device = device_for(local_rank, count)
     if chosen is not None and chosen.device != device:
         raise MPIProblem(f"rank {comm.Get_rank()}: the launcher's {chosen.launcher.variable}={chosen.launcher.local_rank} chose device "

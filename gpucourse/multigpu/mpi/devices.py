@@ -1,10 +1,10 @@
 """Which device each MPI rank takes, and proof that it allocates there (book §4.2.1, mpiDevices / assignDevice).
 
-    mpiexec -n 2 python -m gpucourse.mpi.devices
+    mpiexec -n 2 python -m gpucourse.multigpu.mpi.devices
 
 Every rank takes the device of its node-local rank before MPI starts, from the launcher's variable
-(`gpucourse.mpi.ranks.choose_device_before_init`), and checks it against MPI's own count once MPI
-runs (`gpucourse.mpi.ranks.place`); without such a variable it chooses after MPI_Init. Then,
+(`gpucourse.multigpu.mpi.ranks.choose_device_before_init`), and checks it against MPI's own count once MPI
+runs (`gpucourse.multigpu.mpi.ranks.place`); without such a variable it chooses after MPI_Init. Then,
 one rank after the other, each allocates an array, and every rank counts how many such arrays its
 own device holds, from the free memory before and after. One array per device means every rank
 has a GPU of its own; two, that two ranks share one. The free memory is the device's: another
@@ -19,7 +19,7 @@ import sys
 
 def main(argv=None) -> int:
     """Place the ranks, allocate, count; rank 0 prints one line per rank and the result line."""
-    parser = argparse.ArgumentParser(prog="python -m gpucourse.mpi.devices", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpucourse.multigpu.mpi.devices", description=__doc__.split("\n")[0])
     parser.add_argument("--elements", type=int, default=None, help="float32 elements each rank allocates")
     args = parser.parse_args(argv)
     import gpucourse
@@ -29,7 +29,8 @@ def main(argv=None) -> int:
     chosen = ranks.choose_device_before_init()  # before `from mpi4py import MPI`, which runs MPI_Init
     from mpi4py import MPI
 
-    from .. import multigpu, sizes
+    from ... import sizes
+    from .. import gpus
     from . import report
 
     comm = MPI.COMM_WORLD
@@ -40,16 +41,16 @@ def main(argv=None) -> int:
         import cupy
 
         comm.Barrier()
-        free_before, _ = multigpu.memory_info(placement.device)
+        free_before, _ = gpus.memory_info(placement.device)
         held = None
         for turn in range(comm.Get_size()):
             comm.Barrier()
             if turn == comm.Get_rank():
-                with multigpu.on_device(placement.device):
+                with gpus.on_device(placement.device):
                     held = cupy.cuda.runtime.malloc(count * 4)  # not CuPy's pool: the driver's own accounting
                     cupy.cuda.runtime.deviceSynchronize()
             comm.Barrier()
-            free_after, _ = multigpu.memory_info(placement.device)
+            free_after, _ = gpus.memory_info(placement.device)
             arrays_seen.append(round((free_before - free_after) / (count * 4)))
         comm.Barrier()
         cupy.cuda.runtime.free(held)

@@ -1,16 +1,12 @@
-"""Several GPUs from one process: which devices there are, making one current, peer access and peer copies.
-
-CUDA keeps one *current device* per host thread; allocations, launches, streams and events belong
-to the device current when they are made. Numba and CuPy each track it: `on_device(d)` makes `d`
-current for both for the length of a `with` block, so that a Numba kernel, a CuPy array and a
-stream made inside it all live on `d`.
+"""Peer access and copies between GPUs, and a kernel that reads another GPU's memory.
 
 Two GPUs may be able to read and write each other's memory directly (*peer access*: over NVLink or
 a PCIe switch, without the host). `peer_matrix()` asks the driver which pairs can;
 `peer_access(a, b, enabled)` switches it on or off for the length of a block. A copy between two
 devices works either way (`copy_peer`, `copy_2d`): without peer access the driver stages it through
 host memory. A kernel can also read another GPU's memory directly, with no copy at all
-(`add_from_peer`): that needs peer access, and there is no staged fallback.
+(`add_from_peer`): that needs peer access, and there is no staged fallback. `peer_bandwidth` times
+one pair's copy: the rate every model of chapter 4 builds on.
 
 In the simulator there is one stand-in device (ordinal 0), no peer access, and copies are NumPy copies.
 """
@@ -19,117 +15,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 
-from . import mode, timing
-from .arrays import require_cupy
-from .device import DeviceInfo, all_devices, simulated_device
-from .errors import ArrayArgumentError, DeviceOrdinalError, PeerAccessError
-from .report import Table
-from .validate import blocks_to_cover, check_device_array, check_threads_per_block
+from .. import mode, timing
+from ..arrays import require_cupy
+from ..errors import ArrayArgumentError, PeerAccessError
+from ..report import Table
+from ..validate import blocks_to_cover, check_device_array, check_threads_per_block
+from .gpus import check_ordinal, device_count, device_of, on_device, synchronize_all
 
 #: CUDA runtime error codes that mean "already in the state asked for".
 _PEER_ALREADY_ENABLED = 704  # cudaErrorPeerAccessAlreadyEnabled
 _PEER_NOT_ENABLED = 705  # cudaErrorPeerAccessNotEnabled
-
-
-# ---------------------------------------------------------------------------------------------
-# Devices
-
-
-def devices() -> tuple[DeviceInfo, ...]:
-    """Every GPU this process can see, in CUDA's order (the simulator's one stand-in device in simulator mode)."""
-    if mode.is_simulator():
-        return (simulated_device(),)
-    return all_devices()
-
-
-def device_count() -> int:
-    """How many GPUs this process can see (1 in the simulator: its stand-in device)."""
-    return len(devices())
-
-
-def visible_devices_setting() -> str:
-    """CUDA_VISIBLE_DEVICES in words: which physical GPUs this process was given, and in which order."""
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return "CUDA_VISIBLE_DEVICES is not set: every GPU of the machine is visible, in the driver's order."
-    if not value.strip():
-        return "CUDA_VISIBLE_DEVICES is empty: this process sees no GPU at all."
-    return f"CUDA_VISIBLE_DEVICES={value}: ordinal 0 of this process is the GPU listed first, and so on."
-
-
-def check_ordinal(ordinal: int) -> int:
-    """Check that device `ordinal` exists in this process; return it as an int (DeviceOrdinalError otherwise)."""
-    count = device_count()
-    if not isinstance(ordinal, (int, np.integer)) or isinstance(ordinal, bool) or not 0 <= ordinal < count:
-        seen = "the simulator's one stand-in device, 0" if mode.is_simulator() else f"{count} GPU(s), ordinals 0 to {count - 1}"
-        raise DeviceOrdinalError(
-            f"there is no device {ordinal!r}: this process sees {seen}. Ordinals count the GPUs this process can see "
-            f"from 0 ({visible_devices_setting()}) Use an ordinal below {count}, or loop over range(device_count())."
-        )
-    return int(ordinal)
-
-
-@contextlib.contextmanager
-def on_device(ordinal: int) -> Iterator[DeviceInfo]:
-    """Make GPU `ordinal` current for Numba and CuPy inside the block; yield its properties."""
-    ordinal = check_ordinal(ordinal)
-    info = devices()[ordinal]
-    if mode.is_simulator():
-        yield info
-        return
-    from numba import cuda
-
-    cupy = require_cupy("selecting a GPU for CuPy")
-    # Numba first: it pushes the device's primary context; CuPy's Device then finds it current and
-    # restores it on exit, before Numba pops it.
-    with cuda.gpus[ordinal], cupy.cuda.Device(ordinal):
-        yield info
-
-
-def device_table() -> Table:
-    """The devices this process sees: ordinal, name, compute capability, SMs, memory and PCI bus."""
-    table = Table(headers=["ordinal", "name", "compute capability", "SMs", "memory (GiB)", "PCI bus"],
-                  title="Devices visible to this process", notes=[visible_devices_setting()])
-    for info in devices():
-        memory = None if info.total_memory_gib is None else round(info.total_memory_gib, 1)
-        table.rows.append([info.ordinal, info.name, info.cc, info.multiprocessors, memory, info.pci_bus_id])
-    return table
-
-
-def memory_info(ordinal: int) -> tuple[int, int]:
-    """(free, total) device memory of GPU `ordinal` in bytes (cudaMemGetInfo)."""
-    with on_device(ordinal):
-        cupy = require_cupy("cudaMemGetInfo")
-        free, total = cupy.cuda.runtime.memGetInfo()
-    return int(free), int(total)
-
-
-def new_stream(ordinal: int):
-    """A new non-blocking CuPy stream on GPU `ordinal` (None in the simulator, where there are no streams)."""
-    if mode.is_simulator():
-        check_ordinal(ordinal)
-        return None
-    with on_device(ordinal):
-        cupy = require_cupy("CUDA streams")
-        return cupy.cuda.Stream(non_blocking=True)
-
-
-def synchronize_all(ordinals: Sequence[int] | None = None) -> None:
-    """Wait until every listed GPU (default: all visible) has finished its queued work."""
-    if mode.is_simulator():
-        return
-    cupy = require_cupy("device synchronization")
-    for ordinal in sorted(set(range(device_count()) if ordinals is None else ordinals)):
-        with cupy.cuda.Device(check_ordinal(ordinal)):
-            cupy.cuda.runtime.deviceSynchronize()
-
 
 # ---------------------------------------------------------------------------------------------
 # Peer access
@@ -288,12 +189,6 @@ def add_from_peer(out, local, remote, threads_per_block: int = 256) -> None:
 # Copies between devices (and, in the simulator, between NumPy arrays)
 
 
-def device_of(array) -> int:
-    """The ordinal of the GPU that holds `array` (0 for host and simulator arrays)."""
-    device = getattr(array, "device", None)
-    return int(getattr(device, "id", 0) or 0) if device is not None and not isinstance(array, np.ndarray) else 0
-
-
 def _pointer(array) -> int:
     if isinstance(array, np.ndarray):
         return array.ctypes.data
@@ -429,7 +324,7 @@ def peer_bandwidth(source: int, target: int, nbytes: int, *, peer: bool = True, 
     the check (float64 sums and both ends) sees a copy that is incomplete or wrong.
     `buffers` = (src, dst) from `peer_buffers` to reuse; they must hold at least `nbytes`.
     """
-    from .timing import benchmark
+    from ..timing import benchmark
 
     source, target = check_ordinal(source), check_ordinal(target)
     cupy = require_cupy("peer bandwidth")
@@ -457,52 +352,6 @@ def peer_bandwidth(source: int, target: int, nbytes: int, *, peer: bool = True, 
     return PeerTransfer(source, target, count * 4, peer, timing_device, timing.median_ms, verified)
 
 
-def exchange_bandwidth(devices: Sequence[int], nbytes: int, repeat: int = 10) -> float:
-    """GB/s each GPU receives when every GPU in `devices` pulls `nbytes` from every other one at the same time (all to all).
-
-    Each GPU queues its P - 1 peer copies (cudaMemcpyPeerAsync) on a stream of its own, all GPUs at
-    once, as a distributed transpose moves its blocks; the wall time from idle GPUs to the last copy's
-    end gives the rate. One pair copying alone (`peer_bandwidth`) can be faster: here every GPU's link
-    carries its own pulls and the others' at once, in both directions. Peer access must be on. (The
-    simulator: NumPy copies, no rate: nan.)
-    """
-    devices = [check_ordinal(d) for d in devices]
-    if len(set(devices)) < 2 or len(set(devices)) != len(devices):
-        raise PeerAccessError(f"an exchange needs two or more different GPUs, each once; got {list(devices)}.")
-    if nbytes < 4 or nbytes % 4:
-        raise ValueError(f"nbytes must be a positive multiple of 4 (float32 elements); got {nbytes}")
-    if mode.is_simulator():
-        return float("nan")
-    cupy = require_cupy("exchange bandwidth")
-    count, parts = nbytes // 4, len(devices)
-    if len(capable_pairs(devices)) != parts * (parts - 1) // 2:
-        raise PeerAccessError(f"an exchange between GPUs {list(devices)} needs peer access between every pair; "
-                              "peer_matrix() shows which pairs have it.")
-    sources, targets, streams = [], [], []
-    for device in devices:
-        with on_device(device):
-            sources.append(cupy.random.default_rng(device).random(count, dtype=np.float32))
-            targets.append(cupy.full((parts - 1, count), np.nan, np.float32))
-            streams.append(cupy.cuda.Stream(non_blocking=True))
-    synchronize_all(devices)
-    # (receiver's device, its stream, [(landing, source) for every other GPU]): worked out once, outside the timed calls
-    plan = [(device, streams[p], [(targets[p][k], sources[q]) for k, q in enumerate(q for q in range(parts) if q != p)])
-            for p, device in enumerate(devices)]
-
-    def exchange() -> None:
-        for device, stream, copies in plan:
-            with on_device(device):
-                for landing, source in copies:
-                    copy_peer(landing, source, stream=stream)
-
-    with peer_access_between(devices):
-        ms = wall_time_ms(exchange, devices, repeat=repeat)
-    for device, _, copies in plan:
-        if not all(_same_values(landing, source) for landing, source in copies):
-            raise AssertionError(f"the all-to-all copies into GPU {device} are wrong")
-    return (parts - 1) * count * 4 / (ms * 1e-3) / 1e9
-
-
 def peer_sweep(source: int, target: int, sizes: Sequence[int], *, peer: bool, repeat: int = 10) -> list[PeerTransfer]:
     """`peer_bandwidth` over transfer sizes (bytes), reusing one pair of buffers of the largest size."""
     buffers = peer_buffers(source, target, max(sizes))
@@ -522,8 +371,3 @@ def bandwidth_matrix(nbytes: int, *, peer: bool = True, repeat: int = 10) -> np.
                 allowed = peer and can_access_peer(i, j) and can_access_peer(j, i)
                 result[i, j] = peer_bandwidth(i, j, nbytes, peer=allowed, timing_device=j, repeat=repeat).gbs
     return result
-
-
-def wall_time_ms(fn: Callable[[], object], ordinals: Sequence[int], repeat: int = 10, warmup: int = 1) -> float:
-    """Median wall-clock ms of `fn()` from idle GPUs to the end of its work on all of `ordinals` (what a user waits)."""
-    return timing.wall_time_ms(fn, repeat, warmup, sync=lambda: synchronize_all(ordinals))
