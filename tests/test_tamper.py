@@ -16,7 +16,8 @@ from gpucourse.checks import allowed, screen
 from gpucourse.checks.screen import CHECK_MODULES
 
 NOTEBOOK_OF = {"ch1": "ch01_introduction", "ch2": "ch02_metrics", "ch3_execution": "ch03_execution", "ch3_memory": "ch03_memory",
-               "ch4": "ch04_multi_gpu", "ch5": "ch05_monte_carlo", "ch6": "ch06_finite_difference", "ch7": "ch07_fft"}
+               "ch4": "ch04_multi_gpu",
+               "ch4_distributed": "ch04_multi_gpu", "ch5": "ch05_monte_carlo", "ch6": "ch06_finite_difference", "ch7": "ch07_fft"}
 
 
 def code_cells(stem: str) -> list[dict]:
@@ -141,11 +142,11 @@ ROUTES = {
 }
 # The six: each exercise answered by calling the course's own implementation, as pasted by a student.
 ROUTES.update({
-    "4.2 by the model's estimate": ("ch4", "from gpucourse.domains import model\n\n\ndef predicted_time_ms(problem, gpus, machine):\n"
+    "4.2 by the model's estimate": ("ch4", "from gpucourse.multigpu import model\n\n\ndef predicted_time_ms(problem, gpus, machine):\n"
                                            "    return model.split_estimate_ms(problem, gpus, machine)\n", 5,
                                     r"`model\.split_estimate_ms` is the course's own implementation of Exercise 4\.2"),
-    "4.1 by the rank-to-device rule": ("ch4", "from gpucourse.mpi.ranks import assign_devices\n", 1,
-                                       r"`gpucourse\.mpi\.ranks\.assign_devices` is the course's own implementation of Exercise 4\.1"),
+    "4.1 by the rank-to-device rule": ("ch4", "from gpucourse.multigpu.mpi.ranks import assign_devices\n", 1,
+                                       r"`gpucourse\.multigpu\.mpi\.ranks\.assign_devices` is the course's own implementation of Exercise 4\.1"),
     "2.3 by the bound classification": ("ch2", "def classify(base_ms, memory_ms, math_ms):\n"
                                                "    return gpucourse.kernels.metrics.classify_bound(base_ms, memory_ms, math_ms).label\n",
                                         2, r"`gpucourse\.kernels\.metrics\.classify_bound` is the course's own implementation of Exercise 2\.3"),

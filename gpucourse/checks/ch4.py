@@ -2,7 +2,7 @@
 
 The checks run the student's code and compare with the package's own answer: device assignment on
 random host lists, a prediction of whether splitting a problem over GPUs pays against the model of
-`gpucourse.domains.model` (each usual mistake recognised by the numbers it gives), an all-to-all on
+`gpucourse.multigpu.model` (each usual mistake recognised by the numbers it gives), an all-to-all on
 a stand-in for NCCL with NCCL's rules. The same verdict comes on a GPU and in the simulator.
 """
 

@@ -38,6 +38,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import DecompositionError
 
@@ -83,6 +84,32 @@ class Machine:
 #: a model on this constant is an upper bound; `with_link(measured, ...)` gives the honest one.
 H100_NVSWITCH = Machine(3000.0, 450.0, launch_us=15.0, latency_us=2.0, tflops=67.0, kernel_us=2.0,
                         name="H100 SXM, NVLink 4 through NVSwitch")
+#: The course's record of chapter 4.5's Jacobi run on several GPUs, with its one-GPU copy rate and one pair's peer-copy rate.
+JACOBI_RECORD = Path(__file__).resolve().parents[2] / "measurements" / "multigpu_jacobi.json"
+
+
+@dataclass(frozen=True)
+class RecordedRates:
+    """Rates read from a course record: the GPUs and date, one GPU's device-to-device copy and one pair's peer copy (GB/s)."""
+
+    gpus: str
+    date: str
+    hbm_copy_gbs: float
+    pair_gbs: float
+
+
+def recorded_rates(path: Path = JACOBI_RECORD, parts: int = 4) -> RecordedRates:
+    """The copy rates of the course's multi-GPU record (GB/s): one GPU's HBM copy and one pair's peer copy on `parts` GPUs."""
+    import json
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is not there: the course's records come with its repository (measurements/); "
+                                "pass the path of a record of your own, or type the rates you measured.")
+    record = json.loads(path.read_text())
+    return RecordedRates(record["gpus"], record["date"], float(record["one_gpu_sweep_events"]["copy_gbs"]),
+                         float(record["transpose"][str(parts)]["one_pair_link_gbs"]))
+
+
 #: The same GPUs through PCIe 5.0 x16 (peer access over the host bridge): ~50 GB/s a direction.
 H100_PCIE = H100_NVSWITCH.with_link(50.0, 5.0, "H100, PCIe 5.0 x16")
 #: Between nodes: InfiniBand NDR, 400 Gb/s = 50 GB/s a direction, one adapter per GPU.
