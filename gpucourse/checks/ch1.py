@@ -319,7 +319,8 @@ def _work_problem(fill_kernel) -> list[str]:
             return []
         if wider / base > 2.5:
             return [f"with a grid 4 times larger on the same {WORK_N} elements, your kernel ran {wider / base:.1f} times as many lines "
-                    f"({base} against {wider}): every thread walks the whole array and skips the elements that are not its own. With one "
+                    f"({base} against {wider}): its work grows with the grid, so threads do work that is not theirs (every thread walking "
+                    "the whole array, or a stride smaller than the grid, so that several threads write each element). With one "
                     "thread per element that is about n^2 work (n = 2^25 on a GPU: hours). Start at cuda.grid(1) and step by "
                     "cuda.gridsize(1), so that each thread visits only its own elements."]
         if longer / base > 3.0:
