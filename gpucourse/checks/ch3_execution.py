@@ -116,7 +116,7 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
 
     inp = to_device(host)
     run = run_checked(launch, (cols, rows), np.float32, inp, repeats=race_repeats())
-    problems += (run.problems or changed_input_problems({"inp": (inp, host)}, "transpose_kernel")
+    problems += (changed_input_problems({"inp": (inp, host)}, "transpose_kernel") or run.problems
                  or array_problems(run.got, np.ascontiguousarray(host.T), what="out", rtol=0,
                                    coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24."))
     if not problems:
