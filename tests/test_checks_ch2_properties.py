@@ -278,7 +278,7 @@ def copy_four_on_host(out, inp):
 @pytest.mark.parametrize(("answer", "causes"), [
     (launch_with(copy_four_fast_path_at_n), ["outside", "n = 768"]),
     (launch_with(copy_four_clearing), ["changed its input inp"]),
-    (launch_with(copy_four_reference_kernel, 256), ["launches 5 blocks", r"ceil\(n / 1024\) = 2"]),
+    (launch_with(copy_four_reference_kernel, 256), [r"launches \d+ blocks", r"ceil\(n / 1024\) = \d+"]),
     (copy_four_on_host, ["launched no kernel"]),
 ])
 def test_copy_four_wrong_answers_are_named(answer, causes):
@@ -333,3 +333,30 @@ def copy_four_while_loops(out, inp, threads_per_block=256):
 @pytest.mark.parametrize("answer", [copy_four_guarded, copy_four_while_loops])
 def test_copy_four_right_answers_pass(answer, capsys):
     passes(ch2.check_copy_four, answer, capsys, "2.4")
+
+
+# --- 2.2: what the check hands over cannot change its verdict ----------------------------------------
+
+
+def best_rewrites_the_list(time_ms, block_sizes, bytes_moved):
+    speeds = {}
+    for threads in block_sizes:
+        try:
+            speeds[threads] = bytes_moved / 1e9 / (time_ms(threads) * 1e-3)
+        except gpucourse.LaunchConfigError:
+            continue
+    slowest = min(speeds, key=speeds.get)
+    block_sizes[:] = [slowest]  # as if the slowest were the only size there was
+    return slowest, speeds[slowest]
+
+
+def best_reads_the_stand_in(time_ms, block_sizes, bytes_moved):
+    speeds = time_ms.gbs  # the stand-in GPU's own table: not handed over
+    best = max(speeds, key=speeds.get)
+    return best, speeds[best]
+
+
+def test_best_block_size_judges_against_its_own_copies():
+    """The list and the timing function are handed over; rewriting the list changes nothing, and the timing function has no table to read."""
+    caught(ch2.check_best_block_size, best_rewrites_the_list, "the fastest block size here is")
+    caught(ch2.check_best_block_size, best_reads_the_stand_in, "raised AttributeError")

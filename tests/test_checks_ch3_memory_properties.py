@@ -77,7 +77,7 @@ def launched(kernel, floor_columns=False):
     (scale_on_host, ("launched no kernel",)),
     (launched(scale_in_place_kernel), ("changed its input a",)),
     (launched(scale_kernel, floor_columns=True), ("never written", "columns with x")),
-    (launched(scale_other_axis_kernel), ("(indexed outside|never written)",)),
+    (launched(scale_other_axis_kernel), ("(outside|never written)",)),
 ])
 def test_scale_matrix_wrong_answers_are_named(answer, causes):
     caught(ch3_memory.check_scale_matrix, answer, causes=causes)
@@ -95,7 +95,7 @@ def scale_grid_stride_kernel(out, a, factor):
 
 
 def scale_grid_stride(out, a, factor):
-    scale_grid_stride_kernel[(2, 2), (32, 8)](out, a, factor)
+    scale_grid_stride_kernel[(-(-a.shape[1] // 32), -(-a.shape[0] // 8)), (32, 8)](out, a, factor)
 
 
 @cuda.jit(device=True)

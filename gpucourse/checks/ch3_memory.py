@@ -457,10 +457,12 @@ def _element_problems(element: Callable[..., object], x: np.ndarray, y: np.ndarr
     got, problems = run_guarded(lambda d, xx, yy: apply[-(-x.size // 128), 128](d, xx, yy), x.shape, np.float32, to_device(x),
                                 to_device(y))
     problems += array_problems(got, want, what="rel_diff_element(x, y)", rtol=1e-6)
-    if problems and not np.isnan(got).any():
-        for candidate, words in ((np.abs(x - y) / (np.abs(x) + np.abs(y)), "the + 1 in the denominator is missing"),
-                                 ((x - y) / (np.abs(x) + np.abs(y) + 1), "the numerator is |x - y|, not x - y")):
-            if np.allclose(got, candidate, rtol=1e-5):
+    if problems:
+        with np.errstate(all="ignore"):  # 0 / 0 at the pair (0, 0) is what a missing + 1 gives
+            candidates = ((np.abs(x - y) / (np.abs(x) + np.abs(y)), "the + 1 in the denominator is missing"),
+                          ((x - y) / (np.abs(x) + np.abs(y) + 1), "the numerator is |x - y|, not x - y"))
+        for candidate, words in candidates:
+            if np.allclose(got, candidate, rtol=1e-5, equal_nan=True):
                 problems.append(f"{words}: d = |x - y| / (|x| + |y| + 1).")
                 break
     return problems
@@ -609,13 +611,24 @@ def _declared_problems(signatures: list[str], made: list[tuple[str, tuple, dict]
     return problems
 
 
+#: 3.7.1's edge pairs (x, y) beside the random ones: zeros of both signs, equal and opposite values, large and tiny magnitudes.
+EDGE_PAIRS = np.array([(0.0, 0.0), (-0.0, 0.0), (1.5, 1.5), (-2.0, 2.0), (1e30, -1e30), (1e-30, 1e-30), (3.0, 0.0), (0.0, -7.0),
+                       (1e-38, -1e-38), (65504.0, 1.0)], dtype=np.float32)
+
+
 def check_ufunc_kernels(rel_diff_element: Callable[..., object], make_rel_diff_ufunc: Callable[[], object],
                         make_rel_diff_elementwise: Callable[[], object], make_largest_reduction: Callable[[], object]) -> None:
     """Exercise 3.7.1: the element function |x - y| / (|x| + |y| + 1) in float32, made into a CUDA ufunc (numba.vectorize), a
-    cupy.ElementwiseKernel, and a cupy.ReductionKernel of the largest element; values, dtypes and (GPU) speed."""
+    cupy.ElementwiseKernel, and a cupy.ReductionKernel of the largest element; values, dtypes and (GPU) speed.
+
+    Properties: the element function's values on 1000 random pairs and the edge pairs (`EDGE_PAIRS`: zeros of both
+    signs, x == y, x == -y, large and tiny magnitudes), with no float64 on any pair's path; what the makers declare, read
+    as they make it in both modes: a ufunc signature without float64, CuPy parameters without float64 or double, C code
+    without a double literal or type; on a GPU the three kernels' values and dtypes beside NumPy's, and their speed.
+    """
     small = 1000
-    x = random_array(small, np.float32, seed=371, low=-4, high=4)
-    y = random_array(small, np.float32, seed=372, low=-4, high=4)
+    x = np.concatenate([random_array(small, np.float32, seed=371, low=-4, high=4), EDGE_PAIRS[:, 0]])
+    y = np.concatenate([random_array(small, np.float32, seed=372, low=-4, high=4), EDGE_PAIRS[:, 1]])
     problems = _element_problems(rel_diff_element, x, y)
     fail(problems, "Exercise 3.7.1")
     made: dict[str, object] = {}

@@ -10,14 +10,22 @@ the smallest case that fails, which Hypothesis's shrinking finds: "n = 768" says
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, configuration, given, settings
 from hypothesis import strategies as st
 
 T = TypeVar("T")
+
+# Hypothesis keeps a cache (the constants it reads from local source files) in .hypothesis/ under the working directory:
+# in a student's exercise folder it would be one more folder to hand in. Keep it in the user's cache instead, unless
+# HYPOTHESIS_STORAGE_DIRECTORY says where.
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    configuration.set_hypothesis_home_dir(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpucourse" / "hypothesis")
 
 #: Calls of a slow property (a simulated kernel) allowed while shrinking: enough to reach a small case, never minutes.
 SHRINK_CALLS = 24
