@@ -79,7 +79,7 @@ def check_add_arrays(add_arrays: Callable[..., object]) -> None:
                 or array_problems(run.got, x + y, what="out", rtol=0.0,
                                   coverage_hint="The number of blocks must be rounded up: blocks = ceil(n / threads_per_block)."))
     fail(problems, "Exercise 1.1")
-    found = smallest_failure(lambda case: _add_case_problem(add_arrays, *case), ADD_CASES, examples=ADD_EXAMPLES, max_examples=6)
+    found = smallest_failure(lambda case: _add_case_problem(add_arrays, *case), ADD_CASES, examples=ADD_EXAMPLES, max_examples=6, shrink_calls=10)
     if found:
         fail([found[1]], "Exercise 1.1")
     small = [("traced", "out", np.zeros(SMALL_1D, np.float32)), ("traced", "x", random_array(SMALL_1D, np.float32, seed=13)),
@@ -166,7 +166,7 @@ def check_scale_rows(scale_rows: Callable[..., object]) -> None:
         fail([f"scale_rows launches blocks of {shapes[0][0]} x {shapes[0][1]} threads; the exercise asks for 16 x 8: "
               "threads = (16, 8), 16 along x (the columns) and 8 along y (the rows)."], "Exercise 1.2")
     found = smallest_failure(lambda shape: _scale_case_problem(scale_rows, shape), SCALE_SHAPES, examples=((1, 1), (9, 17)),
-                             max_examples=3)
+                             max_examples=3, shrink_calls=6)
     if found:
         fail([found[1]], "Exercise 1.2")
     small = (12, 40)
@@ -223,7 +223,7 @@ def check_fill_grid_stride(fill_kernel) -> None:
     =================================================  ===========================================================
     """
     n = problem_size("exercise_1d")
-    found = smallest_failure(lambda case: _fill_case_problem(fill_kernel, *case), FILL_CASES, examples=FILL_EXAMPLES, max_examples=5)
+    found = smallest_failure(lambda case: _fill_case_problem(fill_kernel, *case), FILL_CASES, examples=FILL_EXAMPLES, max_examples=5, shrink_calls=10)
     if found:
         fail([found[1]], "Exercise 1.3")
     problems: list[str] = []

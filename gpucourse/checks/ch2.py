@@ -369,7 +369,7 @@ def check_copy_four(copy_four: Callable[..., object]) -> None:
     """
     n = problem_size("ch2_exercise")
     found = smallest_failure(lambda length: _copy_case_problem(copy_four, length), sizes_from(COPY_SIZES),
-                             examples=(n, 5, 1, 768), max_examples=4)
+                             examples=(n, 5, 1, 768), max_examples=4, shrink_calls=8)
     if found:
         fail([found[1]], "Exercise 2.4")
     problems: list[str] = []

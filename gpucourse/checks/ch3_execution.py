@@ -121,7 +121,7 @@ def check_no_bank_conflicts(transpose_kernel) -> None:
                                    coverage_hint="Each block must write the whole 32 x 32 tile: loop j over 0, 8, 16, 24."))
     if not problems:
         found = smallest_failure(lambda shape: _transpose_case_problem(launch, shape), TRANSPOSE_SHAPES, examples=((1, 33),),
-                                 max_examples=1)
+                                 max_examples=1, shrink_calls=4)
         problems += [found[1]] if found else []
     small = (36, 40)  # 2 x 2 tiles, the last ones partial
     arguments = [("traced", "out", np.zeros(small[::-1], np.float32)), ("traced", "inp", random_array(small, np.float32, seed=342))]
@@ -315,7 +315,7 @@ def check_copy_ilp(copy_ilp_kernel) -> None:
     """
     n = problem_size("ch3_exercise_ilp")
     found = smallest_failure(lambda case: _ilp_case_problem(copy_ilp_kernel, *case), ILP_CASES, examples=((n, 64), (n, 32)),
-                             max_examples=3)
+                             max_examples=3, shrink_calls=8)
     problems: list[str] = [found[1]] if found else []
     fail(problems, "Exercise 3.5.2")
     small = 2 * 64 * ILP + 19
@@ -383,7 +383,7 @@ def check_branch_by_warp(kernel) -> None:
     """
     n = problem_size("ch3_exercise_divergence")
     found = smallest_failure(lambda case: _branch_case_problem(kernel, *case), BRANCH_CASES, examples=((n, 128), (n, 64)),
-                             max_examples=3)
+                             max_examples=3, shrink_calls=8)
     problems: list[str] = [found[1]] if found else []
     fail(problems, "Exercise 3.6.1")
     small = 200

@@ -104,7 +104,7 @@ def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
     factor = FACTOR
     a_device = to_device(a)
     found = smallest_failure(lambda shape: _scale_case_problem(scale_matrix, shape), SCALE_SHAPES,
-                             examples=((rows, cols), (1, 1), (9, 33)), max_examples=2)
+                             examples=((rows, cols), (1, 1), (9, 33)), max_examples=2, shrink_calls=4)
     if found:
         fail([found[1]], "Exercise 3.1")
     problems: list[str] = []
@@ -383,7 +383,7 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
         found, _ = _overlap_problems(overlapped, 240, chunks)
         return f"{found[0]} (the smallest failing case found: a pipeline of {chunks} chunk(s))" if found else None
 
-    found = smallest_failure(case_problem, OVERLAP_CASES, max_examples=3)
+    found = smallest_failure(case_problem, OVERLAP_CASES, max_examples=3, shrink_calls=3)
     if found:
         fail([found[1]], "Exercise 3.4")
     if mode.is_simulator():
