@@ -248,8 +248,8 @@ def fill_from_thread_index(out):
 
 
 @pytest.mark.parametrize(("answer", "causes"), [
-    (fill_scanning, ["grid 4 times larger", "n\\^2"]),
-    (fill_by_counting, ["grows as n\\^2"]),
+    (fill_scanning, ["about n² work", "whole array"]),
+    (fill_by_counting, ["about n² work", "elements before its own"]),
     (fill_block_stride, ["written by several threads", "cuda.gridsize\\(1\\)"]),
     (fill_from_thread_index, ["never written", r"fill_kernel\[\d+, \d+\]"]),
 ])

@@ -138,8 +138,8 @@ def work_problems(mine: Callable, reference: Callable, arguments_at: Callable[[i
     power = "n²" if 1.7 <= exponent < 2.4 else "n³" if 2.6 <= exponent < 3.4 else f"n^{exponent:.1f}"
     return [f"{what} does about {power} work: from n = {small} to n = {large} the lines its threads ran grew {growth:.1f} times, "
             f"the reference's {reference_growth:.1f} times; at n = {large} they are {excess:.0f} times the reference's ({mine_large} "
-            f"against {reference_large}, counted in the simulator). Does every thread loop over the whole array? Let each thread "
-            "visit only its own elements: for i in range(cuda.grid(1), n, cuda.gridsize(1))."]
+            f"against {reference_large}, counted in the simulator). Does every thread loop over the whole array, or over the elements "
+            "before its own? Let each thread visit only its own elements: for i in range(cuda.grid(1), n, cuda.gridsize(1))."]
 
 
 def _one_thread_per_element(kernel, threads: int) -> Callable:
