@@ -49,6 +49,7 @@ import contextlib
 import ctypes
 import datetime
 import functools
+import gzip
 import hashlib
 import json
 import os
@@ -554,8 +555,10 @@ def step_tests(run: Run) -> dict:
         run.log("tests.log", f"===== {name}: pytest {' '.join(command[len(PYTEST):])}\n{text}\n")
         lines = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
         outcomes.update(final_outcomes(lines))  # a test run again alone keeps its outcome alone
-        if results.exists():
-            shutil.move(results, run.logs / results.name)
+        if results.exists():  # the per-test log, packed: a record keeps its summary readable and its raw lines small
+            with open(results, "rb") as raw, gzip.open(run.logs / f"{results.name}.gz", "wb", compresslevel=9) as packed:
+                shutil.copyfileobj(raw, packed)
+            results.unlink()
         if stopped:
             break
     counts: dict[str, int] = {}
@@ -1185,11 +1188,11 @@ def command_file(argv: list[str]) -> int:
         for sub in ("logs", "executed"):
             if (staged / sub).exists():
                 shutil.copytree(staged / sub, folder / sub)
-        report = args.measurements / "thenandnow"
-        if (staged / "report").exists():
-            report.mkdir(parents=True, exist_ok=True)
-            for path in (staged / "report").iterdir():
-                (shutil.copytree(path, report / path.name, dirs_exist_ok=True) if path.is_dir() else shutil.copy(path, report / path.name))
+        if (staged / "report" / "report.json").exists():  # merged by chapter: a report of some chapters replaces only those
+            sys.path.insert(0, str(ROOT))
+            from gpucourse.thenandnow import file_into
+
+            file_into(staged / "report", args.measurements / "thenandnow")
     size = folder_size(folder)
     print(f"filed {folder.relative_to(args.measurements.parent) if folder.is_relative_to(args.measurements.parent) else folder}: "
           f"{size / 2**20:.1f} MiB ({folder_size(folder / 'executed') / 2**20 if (folder / 'executed').exists() else 0:.1f} MiB of "
