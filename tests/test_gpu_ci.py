@@ -258,6 +258,15 @@ def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
     assert "chapters/01_introduction/01_first_kernels.ipynb | 9.5 | 14 | 1024 | 512" in text and "abc1234" in text
 
 
+def test_stale_picks_the_notebooks_no_gpu_record_of_their_code_holds(tmp_path):
+    """`--stale`: with no record every chapter notebook; with the repository's records, exactly the website's waiting pages."""
+    every = gpu_ci.notebooks_of("chapters")
+    assert gpu_ci.stale_notebooks(tmp_path) == every
+    stale = gpu_ci.stale_notebooks()
+    assert set(stale) <= set(every) and len(stale) < len(every)
+    assert gpu_ci.parse([str(tmp_path / "out"), "--steps", "chapters", "--stale"]).stale
+
+
 def test_a_record_on_other_cuda_wheels_is_filed_and_described_as_such(tmp_path):
     record = fake_call(tmp_path / "a", steps={"chapters": {"status": "ok", "counts": {"notebooks": 0}, "notebooks": [], "not_run": []}})
     record.update(versions="{'python': '3.12.3', 'numba-cuda': '0.30.4', 'cupy-cuda12x': '14.2.0'}",

@@ -1,6 +1,6 @@
 """The course's GPU CI: tests, notebooks, a leak check on a small card, solution checks, the report; one record.
 
-    python3 tools/gpu_ci.py OUT --commit SHA [--steps S,S,...] [--budget SECONDS] [--chapter N ...] [--pack]
+    python3 tools/gpu_ci.py OUT --commit SHA [--steps S,S,...] [--budget SECONDS] [--chapter N ...] [--stale] [--pack]
     python3 tools/gpu_ci.py merge OUT_OR_ARCHIVE ... --out DIR
     python3 tools/gpu_ci.py file OUT_OR_ARCHIVE ... [--measurements DIR]
 
@@ -16,7 +16,8 @@ Steps (all by default, in this order; `--steps` picks some, so that several call
                   speed ratio of each check (gpucourse.checks.speed's log, GPUCOURSE_SPEED_LOG) against its bar
   chapters        every chapter notebook in its own kernel, one after another with nothing beside them (their
                   printed measurements are published): wall time, peak device memory, memory in use at its
-                  end; the executed copies (outputs kept, widget state dropped) in OUT/executed/<chapter>/
+                  end; the executed copies (outputs kept, widget state dropped) in OUT/executed/<chapter>/;
+                  `--stale`: only those no GPU record of their current code holds (the website's waiting pages)
   leaks           every chapter notebook in ONE kernel as a small card (`--small-card`, 8GiB: sizes follow, a
                   ballast takes the rest of the GPU); after each: its names deleted, pools emptied, memory in
                   use read. Fails on a notebook error or when memory left behind grows by more than
@@ -51,6 +52,7 @@ import datetime
 import functools
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -667,15 +669,31 @@ def save_executed(run: Run, path: Path, notebook) -> None:
     nbformat.write(notebook, copy)
 
 
+def stale_notebooks(measurements: Path = ROOT / "measurements") -> list[Path]:
+    """The chapter notebooks whose website pages no GPU record of their current code serves (book/build.py's rule: chapter
+    4's only from a record of 2 or more GPUs): what `--stale` runs."""
+    spec = importlib.util.spec_from_file_location("gpucourse_site_build", ROOT / "book" / "build.py")
+    site = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = site  # its dataclasses look their module up
+    spec.loader.exec_module(site)
+    return site.waiting_pages(site.chapters(ROOT), site.gpu_records(measurements))
+
+
 def step_chapters(run: Run) -> dict:
-    """Each chapter notebook in a fresh kernel, nothing beside it; its executed copy kept."""
+    """Each chapter notebook in a fresh kernel, nothing beside it; its executed copy kept (`--stale`: only the notebooks
+    no GPU record of their current code holds)."""
     import nbformat
 
     rows, stopped = [], []
     settings = figure_settings(run)
     run.record["executed_as"] = "each chapter notebook in its own kernel, the whole card"
+    chosen = notebooks_of("chapters", run.args.chapter)
+    if run.args.stale:
+        stale = set(stale_notebooks())
+        chosen = [path for path in chosen if path in stale]
+        run.record["stale_only"] = [str(path.relative_to(ROOT)) for path in chosen]
     with PeakSampler(run.memory) as sampler:
-        for path in notebooks_of("chapters", run.args.chapter):
+        for path in chosen:
             relative = path.relative_to(ROOT)
             if run.left() is not None and run.left() < 30:
                 stopped.append(str(relative))
@@ -1208,6 +1226,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {','.join(STEPS)}")
     parser.add_argument("--chapter", type=int, action="append", help="notebooks, report and solutions: only this chapter")
     parser.add_argument("--budget", type=float, default=0, help="this call's wall-clock limit in s (0: none)")
+    parser.add_argument("--stale", action="store_true", help="chapters step: only the notebooks that no GPU record of their current "
+                        "code holds (the website's pages that wait; chapter 4's need a record of 2 or more GPUs)")
     parser.add_argument("--small-card", default="8GiB",
                         help="GPUCOURSE_DEVICE_MEMORY of the leaks and solutions-small steps ('none': the whole card)")
     parser.add_argument("--leak-tolerance", type=float, default=LEAK_TOLERANCE_MIB, help="MiB of growth that fails the leak step")
