@@ -1,27 +1,29 @@
 """Build the course as a website with Jupyter Book 2 (MyST), from executed copies of the notebooks.
 
-    ./course site                        # the recorded GPU run's outputs; the simulator (or this GPU) for the rest
+    ./course site                        # each page from a GPU record of its current code; the others executed here
+    ./course site --strict               # the same, but fail when a page has no GPU record of its current code
     ./course site --here                 # execute every chapter notebook here (simulator without a GPU)
     ./course site --executed DIR         # use executed notebooks from elsewhere, all of them
     python book/build.py --help
 
 The source notebooks keep no outputs, so the site is built from executed copies. By default a page
-shows the outputs of the newest recorded GPU run, `measurements/gpu_ci/<date>_<gpu>/executed/`
-(chapter folders inside, filed by `tools/gpu_ci.py OUT --executed`), wherever its copy of the
-notebook holds the notebook's current code; every other chapter notebook is executed here (in this
-machine's mode: the simulator without a GPU), in parallel, into book/_build/executed/ (reused while
-its notebook is unchanged). Each chapter page opens with a note saying which it shows: the GPU,
-driver and date of the record, or "simulator build". `--here` executes every notebook here;
-`--executed DIR` takes all of them from DIR, laid out as chapters/ is (DIR/02_metrics/03_bandwidth.ipynb),
-each matching its source notebook's code. `--records DIR` reads the records from DIR instead of
-measurements/ (for tests).
+shows the outputs of the newest GPU record that holds its notebook's current code,
+`measurements/gpu_ci/<date>_<gpu>/executed/` (chapter folders inside, filed by `tools/gpu_ci.py file`);
+chapter 4's pages only from a record of 2 or more GPUs. Every other chapter notebook waits for a
+record: it is executed here (in this machine's mode: the simulator without a GPU), in parallel, into
+book/_build/executed/ (reused while its notebook is unchanged), and its page says so in a warning at
+its top; the log names every record used and every waiting page; `--strict` fails on them instead.
+`--here` executes every notebook here; `--executed DIR` takes all of them from DIR, laid out as
+chapters/ is (DIR/02_metrics/03_bandwidth.ipynb), each matching its source notebook's code.
+`--records DIR` reads the records from DIR instead of measurements/ (for tests).
 
 Chapters are discovered from chapters/ (every NN_name/ folder and its notebooks, in order), so a new
 chapter needs no change here. The site holds the chapter notebooks, the exercise notebooks they link
-to, the measurement records and the then-and-now report of the recorded GPU run
-(measurements/thenandnow/report.md, from `python -m gpucourse report`). Jupyter Book 2 builds the
-pages' content; book/theme/render.py writes them as static HTML (no theme download, no network).
-Then every internal link and image of the built site is checked: a broken one fails the build.
+to, the then-and-now report (measurements/thenandnow/report.md, merged by chapter) and one Records
+page whose table (date, GPU, what it holds) reaches every measurement record; the records stay out of
+the sidebar. Jupyter Book 2 builds the pages' content; book/theme/render.py writes them as static
+HTML (no theme download, no network). Then every internal link and image of the built site is
+checked: a broken one fails the build.
 """
 
 from __future__ import annotations

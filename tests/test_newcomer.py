@@ -335,3 +335,25 @@ def test_running_a_notebook_leaves_git_clean_with_the_course_filter(tmp_path):
     edited["cells"][0]["source"] = "# my note\n"
     notebook_path.write_text(json.dumps(edited))
     assert git("diff", "--name-only").strip() == f"chapters/{source.parent.name}/{source.name}"  # a real edit still shows
+
+
+def test_the_repository_url_is_in_one_place_and_the_badges_and_docs_read_it():
+    """pyproject.toml's [project.urls] Repository is the address the README's Colab and Binder badges and the clone command
+    of docs/notebook_services.md use; no placeholder stands in for it."""
+    import tomllib
+
+    from conftest import ROOT
+
+    url = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    path = url.removeprefix("https://github.com/")
+    assert url.startswith("https://github.com/") and path.count("/") == 1, url
+    readme = (ROOT / "README.md").read_text()
+    badges = re.search(r"<!-- badges:begin[^>]*-->\n(.*?)<!-- badges:end -->", readme, re.S).group(1)
+    first = sorted(ROOT.glob("chapters/*/*.ipynb"))[0].relative_to(ROOT).as_posix()
+    assert f"(https://colab.research.google.com/github/{path}/blob/main/{first})" in badges
+    assert f"(https://mybinder.org/v2/gh/{path}/HEAD?labpath={first})" in badges
+    services = (ROOT / "docs" / "notebook_services.md").read_text()
+    assert f"git clone {url} gpu-course" in services
+    everywhere = readme + services
+    assert "the repository's URL>" not in everywhere and not [u for u in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", everywhere)
+                                                             if "numba" not in u and "NVIDIA" not in u and u != url]
