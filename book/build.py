@@ -523,6 +523,8 @@ def distinct_titles(stage_dir: Path, files: list[str]) -> None:
 def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT, pages: dict[Path, Source] | None = None) -> str:
     """The site's first page: the README, then the site's own table of contents and where its outputs come from."""
     readme = (root / "README.md").read_text(encoding="utf-8")
+    # a badge is a remote image, which the build (no network) cannot fetch: on the site it is its link, in words
+    readme = re.sub(r"\[!\[([^\]]*)\]\([^)]*\)\]\(([^)]*)\)", r"[\1](\2)", readme)
     lines = [readme.rstrip(), "", "## On this site", ""]
     if pages:
         on_gpu = sum(1 for page in pages.values() if page.gpu)
