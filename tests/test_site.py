@@ -289,6 +289,14 @@ def test_the_then_and_now_page_shows_the_recorded_report(tmp_path):
     assert "No report is recorded yet" in site.then_and_now_page(tmp_path / "nothing")
 
 
+def test_the_then_and_now_page_holds_every_chapter_of_the_course_report():
+    """The report filed in measurements/thenandnow/ is merged by chapter: its page shows all seven, each naming its run."""
+    page = site.then_and_now_page()
+    chapters_shown = re.findall(r"^## Chapter (\d+):", page, re.M)
+    assert chapters_shown == [str(n) for n in range(1, 8)], chapters_shown
+    assert len(re.findall(r"^\*\d+ s on NVIDIA [^,]+, 20\d\d-\d\d-\d\d", page, re.M)) == 7
+
+
 def test_course_site_publishes_the_recorded_gpu_run(built, tmp_path):
     """`./course site` with a recorded GPU run: its outputs on every page whose code it holds, the report on its page."""
     first_chapter, notebooks = site.chapters()[0]
