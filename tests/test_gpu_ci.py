@@ -256,6 +256,7 @@ def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
     assert [(c["number"], c["recorded"]["device"]) for c in filed] == [(1, "NVIDIA H100"), (7, "NVIDIA H200")]
     text = (folder / "gpu_ci.md").read_text()
     assert "chapters/01_introduction/01_first_kernels.ipynb | 9.5 | 14 | 1024 | 512" in text and "abc1234" in text
+    assert gpu_ci.versions_in_words("{'python': '3.12.3', 'numpy': '2.4.6'}") == "python 3.12.3, numpy 2.4.6"
 
 
 def test_stale_picks_the_notebooks_no_gpu_record_of_their_code_holds(tmp_path):

@@ -496,6 +496,17 @@ def describe_gpus() -> dict:
     return {"gpu": "none (simulator mode)", "driver": None, "gpu_count": 0, "gpus_visible": 0, "ecc": None, "gpu_memory": None}
 
 
+def versions_in_words(recorded) -> str:
+    """A record's versions as a reader meets them: 'python 3.12.3, numpy 2.4.6', not the Python dict the record holds."""
+    import ast
+
+    try:
+        found = ast.literal_eval(recorded) if isinstance(recorded, str) else recorded
+    except (ValueError, SyntaxError):
+        return str(recorded)
+    return ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else str(recorded)
+
+
 def versions() -> str:
     done = subprocess.run([sys.executable, "-c", "from gpucourse.banner import versions; print(versions())"], capture_output=True,
                           text=True, cwd=ROOT)
@@ -966,7 +977,7 @@ def render_markdown(record: dict) -> str:
              f"- GPU: {record['gpu']}" + (f" (x{record['gpu_count']})" if record.get("gpu_count", 0) > 1 else "")
              + (f", {record['gpu_memory']}" if record.get("gpu_memory") else ""),
              f"- driver: {record.get('driver') or '—'}, ECC: {record.get('ecc') or '—'}",
-             f"- versions: {record.get('versions')}",
+             f"- versions: {versions_in_words(record.get('versions'))}",
              f"- the course's commit: {record.get('commit') or 'UNKNOWN'} (from {record.get('commit_source')})", ""]
     for number, call in enumerate(record["calls"], 1):
         lines.append(f"- call {number}, {call['started']}, {call['seconds']} s: `{call['command']}`")
