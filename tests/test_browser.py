@@ -184,6 +184,8 @@ def test_course_lab_opens_on_the_first_notebook(browser, tmp_path):
         tab.wait_for(timeout=120_000)
         page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for(state="visible", timeout=60_000)
         wait_idle(page, 120)  # the kernel has started
+        page.wait_for_timeout(10_000)  # JupyterLab writes the kernel's language_info a few seconds after it starts
+        assert page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, "the tab turned dirty with no edit"
         page.screenshot(path=SHOTS / "lab_first_notebook.png")
         # opened and saved unchanged, the notebook is unchanged in git (the kernel's language_info is stored; ./course lab
         # leaves its Python version out)
@@ -195,6 +197,7 @@ def test_course_lab_opens_on_the_first_notebook(browser, tmp_path):
             (ROOT / first).write_bytes(original)
         log = (tmp_path / "lab.log").read_text()
         assert f"/lab/tree/{first}?token=" in log, log[-2000:]  # the URL printed for a browser elsewhere opens it too
+        assert "Overriding existing pre_save_hook" not in log, [line for line in log.splitlines() if "pre_save_hook" in line]
         if os.geteuid() == 0:
             assert "starting JupyterLab with --allow-root" in log, log[-2000:]
         # students do not see the instructor's tools: nbgrader's menu, its Create Assignment sidebar, its Validate button
