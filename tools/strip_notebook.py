@@ -45,7 +45,7 @@ def strip(text: str) -> str:
 
 def install(root: Path = ROOT) -> None:
     """Set the clean filter in the clone at `root` (git config, this clone only)."""
-    command = f'"{sys.executable}" "{Path(__file__).resolve()}"'
+    command = f'"{sys.executable}" tools/strip_notebook.py'  # git runs it at the top of the working tree: any clone or worktree
     for key, value in ((f"filter.{FILTER}.clean", command), (f"filter.{FILTER}.smudge", "cat")):
         subprocess.run(["git", "config", key, value], cwd=root, check=True)
 
