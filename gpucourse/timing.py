@@ -133,8 +133,11 @@ class Timing:
             return f"each call waits for the GPU ({self.waits_at}), so calls cannot overlap: a loop of them pays every launch and wait in full"
         if not self.host_limited:
             return ""
+        # the host's cost beside it only where the two agree: a host slower to queue a call than calls follow each other
+        # back to back would be no cost of these calls (a disturbed sample)
+        consistent = self.host_ms_per_call and self.host_ms_per_call <= BACK_TO_BACK_TOLERANCE * self.back_to_back_ms
         host = (f" (the host needs {1e3 * self.host_ms_per_call:.0f} us to queue one: the median of {len(self.samples_ms)} samples of "
-                f"{self.calls_per_sample} calls)" if self.host_ms_per_call else "")
+                f"{self.calls_per_sample} calls)" if consistent else "")
         return (
             f"called back to back, each call takes {1e3 * self.back_to_back_ms:.0f} us, {self.back_to_back_slowdown:.1f}x the "
             f"{1e3 * self.median_ms:.0f} us the GPU needs{host}: the host, not the GPU, sets the pace. "
