@@ -452,7 +452,7 @@ def then_and_now_page(records: Path = ROOT / "measurements") -> str:
     where = ", ".join(str(meta[key]) for key in ("device", "date") if meta.get(key)) or "a GPU"
     lines += [f"The report below is the output of `python -m gpucourse report`, recorded on {where}: each quantity with the "
               "book's figure and its GPU, and what this GPU measured in the same run against its own ceilings. The "
-              "[measurement records](measurements/README.md) list each GPU run with its driver, date and command; run the "
+              "[records](records.md) list each GPU run with its driver, date and command; run the "
               "same command on your own GPU to get yours."]
     if (folder / "report.html").exists():
         lines += ["", "The same report as one page, with its plots: [report.html](measurements/thenandnow/report.html)."]
