@@ -249,7 +249,7 @@ def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | l
                    else f"no {kind} is filed" + (" (this chapter is shown only from a run on several GPUs)" if several else ""))
             copy = here / chapter.name / source.name
             device = banner_device(json.loads(copy.read_text())) if copy.exists() else None
-            waiting = f"**No GPU record of this notebook's current code yet**: {why}. "
+            waiting = f"{why[:1].upper()}{why[1:]}. "  # the box's title says that the page waits for a GPU record
             if device:
                 note = waiting + f"These outputs come from this build's machine, {device}, executed when the site was built."
             else:
@@ -560,10 +560,11 @@ def record_row(stage_dir: Path, relative: str, records: Path) -> tuple[str, str,
     date = dated.group(1) if dated else "—"
     gpu = None
     meta = records.parent / path.parent / "gpu_ci.json"
-    if path.name == "gpu_ci.md" and meta.exists():
+    if meta.exists():  # a GPU CI record's folder: its gpu_ci.json names the GPU for each of its pages
         gpu = record_of(meta.parent).describe().split(", driver")[0].split(", 20")[0]
     if gpu is None:
-        found = re.search(r"(\d) ?x ?(H100|H200)|\b(H100|H200|A100|T4|L4)s?\b|(no GPU)", " ".join([title, relative, text[:600]]), re.I)
+        found = re.search(r"(\d) ?x ?(H100|H200)|(?<![A-Za-z0-9])(H100|H200|A100|T4|L4)s?(?![A-Za-z0-9])|(no GPU)",
+                          " ".join([title, relative, text[:600]]), re.I)
         gpu = ("—" if not found else f"{found.group(1)} x NVIDIA {found.group(2).upper()}" if found.group(1)
                else "no GPU" if found.group(4) else f"NVIDIA {found.group(3).upper()}")
     return date, gpu, title
@@ -577,7 +578,7 @@ def records_page(stage_dir: Path, files: list[str], records: Path) -> str:
              "[measurements/README.md](measurements/README.md) explains how each was made.", "",
              "| date | GPU | what it holds |", "| --- | --- | --- |"]
     for date, gpu, title, relative in rows:
-        lines.append(f"| {date} | {gpu} | [{title.replace('|', '/')}]({relative}) |")
+        lines.append(f"| {date.replace('-', chr(0x2011))} | {gpu} | [{title.replace('|', '/')}]({relative}) |")  # a date on one line
     return "\n".join(lines) + "\n"
 
 

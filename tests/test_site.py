@@ -317,7 +317,7 @@ def test_course_site_publishes_the_recorded_gpu_run(built, tmp_path):
     assert GPU_MARKER in shown and "Outputs recorded on a GPU" in shown and "NVIDIA H200, driver 570.124.06, 2026-11-25" in shown
     fallback = (out / pages[f"/chapters/{first_chapter.name}/{stale.name}"]).read_text()
     assert GPU_MARKER not in fallback and "Simulator build" in fallback and "older code of this notebook" in fallback
-    assert fallback.index("No GPU record of this notebook") < fallback.index('class="cell"')  # said at the page's top
+    assert fallback.index("No GPU record of this code yet") < fallback.index('class="cell"')  # said at the page's top
     for source in multi:
         page = (out / pages[f"/chapters/{source.parent.name}/{source.name}"]).read_text()
         assert GPU_MARKER not in page and "record of 2 or more GPUs" in page
@@ -450,8 +450,9 @@ def test_record_pages_read_as_words_and_are_reached_from_one_table(tmp_path):
     (tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.json").write_text(json.dumps({"gpu": "NVIDIA H200", "driver": "5"}))
     (tmp_path / "measurements" / "ch2.md").write_text("# Chapter 2 on the H100\n\nGPU: NVIDIA H100. Date: 2026-11-22.\n")
     page = site.records_page(tmp_path, ["measurements/ch2.md", "measurements/gpu_ci/2026-11-25_h200/gpu_ci.md"], tmp_path / "measurements")
-    assert page.splitlines()[6:] == ["| 2026-11-25 | NVIDIA H200 | [GPU CI record, 2026-11-25](measurements/gpu_ci/2026-11-25_h200/gpu_ci.md) |",
-                                     "| 2026-11-22 | NVIDIA H100 | [Chapter 2 on the H100](measurements/ch2.md) |"]
+    assert page.replace("\u2011", "-").splitlines()[6:] == [
+        "| 2026-11-25 | NVIDIA H200 | [GPU CI record, 2026-11-25](measurements/gpu_ci/2026-11-25_h200/gpu_ci.md) |",
+        "| 2026-11-22 | NVIDIA H100 | [Chapter 2 on the H100](measurements/ch2.md) |"]
     spec = importlib.util.spec_from_file_location("book_render_nav", ROOT / "book" / "theme" / "render.py")
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
