@@ -217,6 +217,33 @@ def test_multiply_add_chain_with_compiler_switches():
     assert (cupy.asnumpy(by_cupy) == 0).all()
 
 
+def test_flushing_is_what_the_ftz_build_does_and_only_it():
+    """§3.6.2 on a GPU: on subnormal inputs the --ftz=true builds give 0 for every result (the multiply-add chain and the
+    division, square root and logarithm chains), the defaults keep every result subnormal and nonzero."""
+    with pytest.raises(ValueError, match="operation"):
+        I.special_chain_c(None, "tangent", 1)
+    if mode.is_simulator():
+        pytest.skip("NVRTC builds run on a GPU only (CuPy)")
+    import cupy
+
+    elements = 1 << 20 if mode.on_gpu() else 256
+    subnormal = (gpucourse.random_array(elements, np.float32, seed=8, low=1, high=2) * np.float32(1e-39)).astype(np.float32)
+    chain = {switch: cupy.asarray(subnormal) for switch in ("defaults", "--ftz=true")}
+    for switch, values in chain.items():
+        I.multiply_add_chain_c(values, 0.75, 1e-39, 64, switch)
+    kept, flushed = (cupy.asnumpy(chain[s]) for s in ("defaults", "--ftz=true"))
+    assert (kept > 0).all() and (kept < np.finfo(np.float32).tiny).all(), "the defaults flushed the multiply-add chain"
+    assert (flushed == 0).all(), f"--ftz=true left {int((flushed != 0).sum())} of {elements} results of the chain unflushed"
+    for operation in I.SPECIAL_OPERATIONS:
+        results = {}
+        for switch in ("defaults", "--ftz=true"):
+            values = cupy.asarray(subnormal)
+            I.special_chain_c(values, operation, 64, switch)
+            results[switch] = cupy.asnumpy(values)
+        assert (results["defaults"] > 0).all() and (results["defaults"] < np.finfo(np.float32).tiny).all(), operation
+        assert (results["--ftz=true"] == 0).all(), f"{operation}: --ftz=true left {int((results['--ftz=true'] != 0).sum())} unflushed"
+
+
 def test_nvrtc_compile_says_what_to_change(monkeypatch):
     from gpucourse import compilation
 
