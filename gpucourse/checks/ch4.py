@@ -22,13 +22,24 @@ _SEED = np.random.SeedSequence()  # fresh data for every session; the cases that
 
 
 def _host_lists() -> list[tuple[list[str], int]]:
-    """Interleaved host lists (where world rank and node-local rank differ) and random ones, with GPUs per host."""
+    """Host lists and GPUs per host covering every edge class of exercise 4.1, then random ones.
+
+    Properties of a right answer (what the lesson teaches): one device per rank, in rank order; a rank's device is its
+    node-local rank (its place among the ranks of its own host, from 0) modulo the host's GPUs, so it lies in
+    0..gpus_per_host - 1; ranks of one host get distinct devices while the host has GPUs enough; the answer depends on
+    the order of the ranks, not on the order or spelling of the host names; the caller's list is left as it was.
+    The cases: interleaved hosts (world rank and node-local rank differ), a host with fewer, exactly as many and more
+    ranks than GPUs, every GPU count from 1 to 8 (odd ones included), a single rank, a single host, and random lists.
+    """
     cases = [(["c0-7", "c0-2", "c0-7", "c0-3", "c0-7"], 4), (["c0-7", "c0-2", "c0-7", "c0-3", "c0-7", "c0-7"], 2),
-             (["b", "a", "b", "a", "b", "a"], 3), (["a", "b"], 1)]
+             (["b", "a", "b", "a", "b", "a"], 3), (["a", "b"], 1), (["solo"], 1), (["z"] * 7, 7), (["z"] * 6, 5),
+             (["n2", "n1", "n2", "n1", "n2", "n1", "n2", "n1", "n2"], 4)]
+    for gpus in range(1, 9):  # for every count, one host with exactly as many ranks and one with one rank more (it wraps)
+        cases.append(([f"h{(r * 7) % 3}" for r in range(3 * gpus + 1)], gpus))
     rng = np.random.default_rng(_SEED.spawn(1)[0])
     for _ in range(4):
         hosts = [f"node{int(h)}" for h in rng.integers(0, int(rng.integers(2, 5)), size=int(rng.integers(5, 13)))]
-        cases.append((hosts, int(rng.integers(1, 5))))
+        cases.append((hosts, int(rng.integers(1, 9))))
     return cases
 
 
@@ -38,10 +49,19 @@ def check_assign_devices(assign_devices: Callable[[list[str], int], object]) -> 
     for hosts, gpus in _host_lists():
         want = ranks.assign_devices(hosts, gpus)
         call = f"assign_devices({hosts}, {gpus})"
+        given = list(hosts)  # the very list the answer gets: what it does to it, the caller sees
         try:
-            got = [int(d) for d in assign_devices(list(hosts), gpus)]
+            returned = assign_devices(given, gpus)
+            got = [int(d) for d in returned]
         except Exception as exc:  # any exception is a wrong answer, reported in words
             problems.append(f"{call} raised {type(exc).__name__}: {exc}")
+            break
+        if given != hosts:
+            problems.append(f"{call} changed the list it was given: afterwards it holds {given}. The caller still needs its host "
+                            "names: read hostnames, never pop, sort or overwrite it (copy it first if you must change something).")
+            break
+        if returned is given:
+            problems.append(f"{call} returned the list of host names it was given, filled with devices: return a new list.")
             break
         if got == want:
             continue
@@ -79,13 +99,19 @@ _STENCIL = M.Problem(f"a Jacobi sweep of {_N}² float32", _N * _N * 4, flops=5.0
                      launches=3)
 _SMALL_STENCIL = M.Problem("a Jacobi sweep of 512² float32", 512 * 512 * 4, flops=5.0 * 512 * 512, exchange="halo",
                            halo_bytes=512 * 4, launches=3)
+#: A 3D stencil whose halos are 4 planes deep: its link time is a tenth of the run or more, so a halo too many shows.
+_DEEP_HALO = M.Problem("a 7-point stencil on 512³ float32, halos 4 planes deep", 512**3 * 4, flops=8.0 * 512**3, exchange="halo",
+                       halo_bytes=4 * 512 * 512 * 4, launches=2)
 _COMPUTE = M.Problem("a compute-bound kernel (2**24 float32, 4000 flop each)", 2**24 * 4, flops=4000.0 * 2**24)
 _SMALL_COMPUTE = M.Problem("a compute-bound kernel (2**16 float32, 4000 flop each)", 2**16 * 4, flops=4000.0 * 2**16)
-#: (problem, gpus, machine): large and small, every exchange, P = 1 to 8, NVSwitch, PCIe and graphs' cheap steps.
+#: (problem, gpus, machine): large and small, every exchange, every P from 1 to 8, NVSwitch, PCIe and graphs' cheap steps.
 SPLIT_CASES = ((_TRANSPOSE, 1, _NVSWITCH), (_TRANSPOSE, 2, _NVSWITCH), (_TRANSPOSE, 4, _NVSWITCH), (_TRANSPOSE, 4, _PCIE),
                (_TRANSPOSE, 8, _GRAPHS), (_SMALL_TRANSPOSE, 4, _NVSWITCH), (_STENCIL, 1, _NVSWITCH), (_STENCIL, 2, _NVSWITCH),
                (_STENCIL, 4, _NVSWITCH), (_STENCIL, 8, _PCIE), (_SMALL_STENCIL, 2, _GRAPHS), (_SMALL_STENCIL, 4, _NVSWITCH),
-               (_COMPUTE, 1, _GRAPHS), (_COMPUTE, 4, _NVSWITCH), (_COMPUTE, 8, _PCIE), (_SMALL_COMPUTE, 4, _NVSWITCH))
+               (_COMPUTE, 1, _GRAPHS), (_COMPUTE, 4, _NVSWITCH), (_COMPUTE, 8, _PCIE), (_SMALL_COMPUTE, 4, _NVSWITCH),
+               # odd and other counts (a rule that holds only for powers of two shows), and halos large enough to count
+               (_TRANSPOSE, 3, _NVSWITCH), (_TRANSPOSE, 5, _PCIE), (_SMALL_TRANSPOSE, 7, _GRAPHS), (_STENCIL, 7, _GRAPHS),
+               (_DEEP_HALO, 2, _NVSWITCH), (_DEEP_HALO, 3, _PCIE), (_DEEP_HALO, 6, _NVSWITCH), (_COMPUTE, 5, _GRAPHS))
 _TOLERANCE = 1e-3  # relative: the same arithmetic in another order agrees to far better
 
 
@@ -166,6 +192,59 @@ SPLIT_MISTAKES = {
 }
 
 
+_GIB = 2**30 / M.GB  # a GiB in GB
+
+
+def _one_part_off(part: str, factor: float, problem: M.Problem, gpus: int, machine: M.Machine) -> float:
+    """The model's estimate (ms) with one part (memory, compute, link, steps, bandwidths: memory and link, or all) times `factor`."""
+    e = M.split_estimate(problem, gpus, machine)
+    parts = {"memory": e.memory_ms, "compute": e.compute_ms, "link": e.link_ms, "steps": e.step_ms}
+    if part == "all":
+        return e.total_ms * factor
+    for name in ("memory", "link") if part == "bandwidths" else (part,):
+        parts[name] *= factor
+    return max(parts["memory"], parts["compute"]) + parts["link"] + parts["steps"]
+
+
+def _halo_off(extra: int, problem: M.Problem, gpus: int, machine: M.Machine) -> float:
+    """The estimate with `extra` halos more (bytes and messages) sent by each GPU of a split halo exchange, ms."""
+    e = M.split_estimate(problem, gpus, machine)
+    if problem.exchange != "halo" or gpus == 1:
+        return e.total_ms
+    link = e.link_ms + extra * problem.halo_bytes / (machine.link_gbs * M.GB) * 1e3
+    steps = e.step_ms + extra * (machine.launch_us + machine.latency_us) / 1e3
+    return max(e.memory_ms, e.compute_ms) + link + steps
+
+
+_PART_WORDS = {"memory": "the memory time", "compute": "the compute time", "link": "the link time", "steps": "the per-step costs",
+               "bandwidths": "every time in bytes over a bandwidth (memory and link)", "all": "every part"}
+#: Unit slips, one part at a time: (factor on the part's time, what it is in words).
+_UNIT_SLIPS = ((1 / _GIB, "GiB (2**30 bytes) where the bandwidths are GB/s, GB = 1e9 bytes: divide bytes by machine.hbm_gbs (or link_gbs) * 1e9"),
+               (_GIB, "bytes counted in GiB (2**30) against bandwidths in GB/s (1e9 bytes): use 1e9 throughout"),
+               (8.0, "bits: machine.hbm_gbs and link_gbs are in gigaBYTES per second, so divide bytes by it directly, without * 8"),
+               (1 / 8, "bits where bytes are meant: the bandwidths are GB/s, bytes per second, not bits"),
+               (1e3, "a conversion to ms missing or done twice: µs / 1e3 = ms, and s * 1e3 = ms"),
+               (1e-3, "a conversion to ms missing or done twice: µs / 1e3 = ms, and s * 1e3 = ms"),
+               (2**40 / 1e12, "TFLOP/s taken as 2**40 flop/s: a TFLOP/s is 1e12 flop/s"),
+               (1e12 / 2**40, "TFLOP/s taken as 2**40 flop/s: a TFLOP/s is 1e12 flop/s"))
+
+
+def _slips() -> list[tuple[str, Callable[..., float]]]:
+    """Words and estimate (ms) for each slip that changes one part by a unit or one count by one, generated part by part."""
+    found: list[tuple[str, Callable[..., float]]] = []
+    for part, words in _PART_WORDS.items():
+        for factor, unit in _UNIT_SLIPS:
+            if "TFLOP" in unit and part != "compute" or "TFLOP" not in unit and part == "compute" and factor in (8.0, 1 / 8):
+                continue
+            found.append((f"{words} is {factor:.4g} times the model's on every case: {unit}.",
+                          lambda p, g, m, part=part, factor=factor: _one_part_off(part, factor, p, g, m)))
+    for extra in (1, -1):
+        found.append((f"the halo exchange sends one halo {'too many' if extra > 0 else 'too few'} (bytes and message): a slab sends "
+                      "one halo to each neighbouring slab, 2 for a middle slab, 1 with 2 GPUs.",
+                      lambda p, g, m, extra=extra: _halo_off(extra, p, g, m)))
+    return found
+
+
 def _case(problem: M.Problem, gpus: int, machine: M.Machine) -> str:
     return f"{problem.name} on {gpus} GPU{'s' if gpus > 1 else ''} ({machine.name})"
 
@@ -198,6 +277,12 @@ def split_model_problems(predicted_time_ms: Callable[..., object], split_pays: C
         if not explains:  # a mistake together with another: name the one that fits the first wrong case and most others
             explains = sorted((m for m in SPLIT_MISTAKES if _close(got[first], _mistaken_ms(m, *SPLIT_CASES[first]))),
                               key=lambda m: -fits[m])
+        if explains and fits[explains[0]] == len(SPLIT_CASES):
+            cause = SPLIT_MISTAKES[explains[0]]
+            return [f"{cause[0].upper()}{cause[1:]} {where}"]
+        slip = next((words for words, estimate in _slips() if all(_close(g, estimate(*case)) for g, case in zip(got, SPLIT_CASES))), None)
+        if slip:
+            return [f"{slip[0].upper()}{slip[1:]} {where}"]
         if explains:
             cause = SPLIT_MISTAKES[explains[0]]
             return [f"{cause[0].upper()}{cause[1:]} {where}"]

@@ -33,6 +33,7 @@ from ..options import EuropeanOption, black_scholes, payoffs_reference
 from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
 from . import array_problems, fail, passed, run_guarded
+from .cases import float64_argument_problems, recorded_calls
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
@@ -75,6 +76,19 @@ def _sum_problems(got: float, host: np.ndarray, where: str) -> list[str]:
     return [f"{where}: got {got:.0f}, expected {exact:.0f}: some elements in the middle were left out (check the loop's start and step)."]
 
 
+def _kernel_read_problems(trace, array: str, n: int, what: str) -> list[str]:
+    """Words for elements of `array` (n of them) that no kernel thread read in a traced run: a sum computed on the host."""
+    if trace is None:
+        return []
+    read = {access.element for access in trace.of(array) if not access.write}
+    if n and len(read) < n:
+        launched = f"{len(trace.launches)} kernel launch(es)" if trace.launches else "no kernel launch"
+        return [f"in a traced run of {n} elements ({launched}) kernel threads read {len(read)} of the {n} elements of {array}: "
+                f"{what} must be computed on the GPU, by kernels you launch that read every element of {array} (copying {array} "
+                "to the host and summing there is what the exercise replaces)."]
+    return []
+
+
 def _empty_launches(launches: list[RecordedLaunch], n: int) -> list[str]:
     """Words for a launch of no block at all (None if every launch had blocks)."""
     for launch in launches:
@@ -92,9 +106,14 @@ def _index_error(exc: BaseException) -> str:
     return text.split(": ", 1)[1] if text.startswith("tid=") and ": " in text else text
 
 
+def _small_sum_size() -> int:
+    """Elements of the small traced run of a sum: a few blocks of the chapter's block size, a partial last one."""
+    return 3 * problem_size("ch5_threads_per_block") + 5
+
+
 def _small_sum_arguments(result_name: str, seed: int) -> list[tuple[str, str, object]]:
     """A small traced run of a sum: a few blocks of the chapter's block size, a partial last one."""
-    n = 3 * problem_size("ch5_threads_per_block") + 5
+    n = _small_sum_size()
     return [("traced", "x", _exact_integer_data(n, seed)), ("traced", result_name, np.full(1, 123.0, np.float32))]
 
 
@@ -131,6 +150,7 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
             problems += found
     trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
+    fail(_kernel_read_problems(trace, "x", _small_sum_size(), "the sum"), "Exercise 5.1")
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
         block = max(blocks)
@@ -164,20 +184,25 @@ def _fixed_shared_problems(block_sums: Callable[..., object], threads: int) -> l
     """A shared array declared with a fixed size smaller than the block the launch asks for (read before launching it)."""
     probe_x = to_device(np.zeros(2 * threads, np.float32))
     probe = to_device(np.zeros(2, np.float32))
-    with recorded_launches(dry=True) as launches:
+    with recorded_launches(dry=True) as launches, recorded_calls() as calls:
         try:
             block_sums(probe_x, probe, threads)
         except NotImplementedError:
             raise
         except Exception:  # noqa: BLE001 - the real run reports it in words
             return []
-    for launch in launches:
+    for launch, call in zip(launches, calls):
         try:
             declarations = shared_array_declarations(launch.kernel)
         except Exception:  # noqa: BLE001 - no source to read
             continue
         for shape, _ in declarations:
             size = math.prod(shape)
+            if size == 0 and call.shared_bytes < 4 * call.threads:  # dynamic shared memory, sized by the launch
+                return [f"{launch.name} declares its shared array by the launch (cuda.shared.array(0, float32)), and the launch gives "
+                        f"it {call.shared_bytes} bytes for {call.threads} threads: {call.shared_bytes // 4} float32 values, fewer than "
+                        "the threads that store into it. The fourth launch parameter counts BYTES, not elements: "
+                        f"kernel[blocks, threads, 0, 4 * threads] ({4 * call.threads} here)."]
             if 0 < size < launch.threads[0]:
                 return [f"{launch.name} declares a shared array of {size} elements, fixed in the kernel, but with threads_per_block = "
                         f"{threads} its block has {launch.threads[0]} threads, and the tree writes past the array's end. Size it by the "
@@ -331,7 +356,7 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
             break
     trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), "Exercise 5.3")
     if trace is not None:
-        problems = _atomic_count_problems(trace) + problems
+        problems = _kernel_read_problems(trace, "x", _small_sum_size(), "the sum") + _atomic_count_problems(trace) + problems
     fail(problems[:1], "Exercise 5.3")
     fail(float64_problems(trace), "Exercise 5.3")
     slow, speed = _atomic_sum_speed(atomic_sum)
@@ -374,7 +399,8 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
     call, put = payoffs_reference(z, option)
     want = np.stack([call, put]).astype(np.float32)
     args = (np.float32(option.S), np.float32(option.E), np.float32(option.r), np.float32(option.sigma), np.float32(option.T))
-    got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, to_device(z))
+    with recorded_calls() as calls:
+        got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, to_device(z))
     found = array_problems(got, want, what="out", rtol=2e-5, atol=2e-6, coverage_hint="Give every path i a thread (or a grid-stride loop).")
     if found and not np.isnan(got).any():
         r, sigma, T = option.r, option.sigma, option.T
@@ -392,6 +418,7 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
                 break
     problems += found
     fail(problems, "Exercise 5.4")
+    fail(float64_argument_problems(calls), "Exercise 5.4")
     small = 100
     arguments = [("traced", "out", np.zeros((2, small), np.float32)), ("traced", "z", z[:small].copy())]
     trace, note = trace_of(lambda out, zz: payoffs(zz, out, *args), arguments, shared=False)

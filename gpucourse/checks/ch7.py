@@ -15,12 +15,17 @@ from ..arrays import random_array, to_device
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
+from .cases import changed_inputs
 from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
+from .guard import CheckTimedOut, _host_message, deadline
 from .speed import elements_beyond_l2
 
 # --- 7.1 --------------------------------------------------------------------------------------------
 
 FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 97, 121, 1000, 1023, 2049, 4097, 4099, 6000, 10007, 16385, 65537)
+#: One call of next_fast_size may take this long (s): the reference answers any case in about a millisecond, so a call that
+#: takes longer loops for ever (or nearly): it is stopped and named, with the line it was at, long before the check's own limit.
+CALL_SECONDS = 5.0
 
 
 def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
@@ -29,9 +34,13 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     for n in FAST_SIZE_CASES:
         want = fft.next_fast_size(n)
         try:
-            got = next_fast_size(n)
+            with deadline(CALL_SECONDS, _host_message("next_fast_size", CALL_SECONDS)):
+                got = next_fast_size(n)
         except NotImplementedError:  # the student's stub: let its hint through
             raise
+        except CheckTimedOut as exc:
+            fail([f"{exc} (n = {n}; the smallest fast m >= n is {want}: a loop that tries m = n, n + 1, ... must stop there.)"],
+                 "Exercise 7.1")
         except Exception as exc:  # any exception is a wrong answer, reported in words
             kinds.setdefault(f"raised {type(exc).__name__}", []).append(f"next_fast_size({n}) raised {type(exc).__name__}: {exc}")
             continue
@@ -105,19 +114,35 @@ def _derivative_kernel(spectrum, out, k_unit, norm, nyquist):
         out[r, i] = np.complex64(complex(-v.imag * k * norm, v.real * k * norm))
 
 
+#: Threads along x a launch might use: the warp, and the blocks of 64 and 128 threads some answers take along the columns.
+COLUMN_BLOCKS = (32, 64, 128)
+
+
+def derivative_cases() -> list[tuple[int, float]]:
+    """(n, length) of exercise 7.2's check: the chapter's even and odd n, then n with n // 2 a multiple of each COLUMN_BLOCKS
+    width (its n // 2 + 1 columns are one past a whole number of blocks: a grid sized from n // 2 misses a column), even and odd."""
+    _, n_even = problem_size("ch7_exercise_spectrum")
+    cases = [(n_even, 3.0), (n_even + 1, 2 * np.pi)]
+    for width in COLUMN_BLOCKS[:1] if not mode.on_gpu() else COLUMN_BLOCKS:
+        cases += [(2 * width, 1.5), (2 * width + 1, 4.0)]
+    return cases
+
+
 def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> None:
     """Exercise 7.2: `derivative_spectrum(spectrum, out, n, length)` writes i k spectrum / n (Nyquist column zeroed) into out."""
-    rows, n_even = problem_size("ch7_exercise_spectrum")
+    rows, _ = problem_size("ch7_exercise_spectrum")
     problems: list[str] = []
-    for n, length in ((n_even, 3.0), (n_even + 1, 2 * np.pi)):
+    for n, length in derivative_cases():
         columns = n // 2 + 1
         host = random_array((rows, columns), np.complex64, seed=n)
         want = _derivative_reference(host, n, length)
+        spectrum = to_device(host)
         got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns), np.complex64,
-                                        to_device(host))
-        where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}), length = {length:.4g}"
+                                        spectrum)
+        found = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + found
+        where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}, {columns} columns), length = {length:.4g}"
         wrong = array_problems(got, want, what=f"out ({where})", rtol=1e-5, atol=1e-6 * float(np.abs(want).max()),
-                               coverage_hint="Every (row, column) of the half spectrum needs a thread.")
+                               coverage_hint="Every (row, column) of the half spectrum, n // 2 + 1 columns, needs a thread.")
         if wrong and not np.isnan(got).any():
             diagnosis = _diagnose_derivative(got, host, want, n, length)
             wrong = wrong + [diagnosis] if diagnosis.startswith("compare with") else [diagnosis]
@@ -136,7 +161,8 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
     fail(problems[:1], "Exercise 7.2")
     slow, speed = _derivative_speed(derivative_spectrum)
     fail(slow, "Exercise 7.2")
-    passed(f"Exercise 7.2: i k f / n with the Nyquist column zeroed, for an even and an odd n, on random spectra, in complex64, "
+    passed(f"Exercise 7.2: i k f / n with the Nyquist column zeroed, for even and odd n ({', '.join(str(n) for n, _ in derivative_cases())}: "
+           "n // 2 a multiple of a warp among them), spectrum unchanged, in complex64, "
            f"its warps reading and writing neighbouring columns{speed}{note}.")
     speed_note("Exercise 7.2", "derivative_spectrum")
 
@@ -223,7 +249,7 @@ def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
                      + coalescing_problems(trace, "out", small, advice, write=True, itemsize=8))
     fail(problems[:1], "Exercise 7.3")
     passed(f"Exercise 7.3: the Poisson division is right on {ny} x {nx} and {ny + 1} x {nx} meshes of size {lengths[0]} x "
-           f"{lengths[1]}, zero mode included, in complex64, its warps reading and writing neighbouring columns{note}.")
+           f"{lengths[1]}, zero mode included, spectrum unchanged, in complex64, its warps reading and writing neighbouring columns{note}.")
 
 
 def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, lengths: tuple[float, float]) -> list[str]:
@@ -231,10 +257,13 @@ def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, l
     columns = nx // 2 + 1
     host = random_array((ny, columns), np.complex64, seed=73 + ny)
     want = _poisson_reference(host, nx, lengths).astype(np.complex64)
+    spectrum = to_device(host)
     with warnings.catch_warnings():  # a division by zero (the simulator warns, from its threads) is reported below, in words
         warnings.simplefilter("ignore", RuntimeWarning)
-        got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64,
-                                           to_device(host))
+        got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64, spectrum)
+    changed = changed_inputs({"spectrum": spectrum}, {"spectrum": host})
+    if changed:  # the cause: values read after the input was overwritten are wrong as a consequence
+        return [f"{ny} x {nx} mesh: {changed[0]}"]
     tolerance = 1e-7 * float(np.abs(want).max())
     others = np.ones(want.shape, bool)
     others[0, 0] = False
