@@ -102,3 +102,15 @@ def float64_argument_problems(calls: list[KernelCall]) -> list[str]:
                         "parameter float64, and every operation that uses it is float64 arithmetic. Results of math.sqrt, "
                         "math.exp or of arithmetic with a Python float are Python floats: pass np.float32(value)."]
     return []
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def plain_note(note: str) -> str:
+    """A check's note with any Python traceback in it (a failed replay's) cut to its last line, the error itself."""
+    if _TRACEBACK not in note:
+        return note
+    head, _, tail = note.partition(_TRACEBACK)
+    lines = [line.strip() for line in tail.strip().removesuffix(")").splitlines() if line.strip()]
+    return f"{head}{lines[-1] if lines else 'an error in the replay'})"

@@ -33,7 +33,7 @@ from ..options import EuropeanOption, black_scholes, payoffs_reference
 from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
 from . import array_problems, fail, passed, run_guarded
-from .cases import float64_argument_problems, recorded_calls
+from .cases import float64_argument_problems, plain_note, recorded_calls
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
@@ -150,6 +150,7 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
             problems += found
     trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(_kernel_read_problems(trace, "x", _small_sum_size(), "the sum"), "Exercise 5.1")
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
@@ -280,6 +281,7 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
                  ("value", "threads_per_block", PATTERN_THREADS)]
     trace, note = trace_naming_races(block_sums, arguments, "Exercise 5.2",
                                      "Every thread stores its total in its slot, before the barrier.")
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(problems, "Exercise 5.2")
     if trace is not None:
         problems += _tree_pattern_problems(trace) + float64_problems(trace)
@@ -355,6 +357,7 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
         if problems:
             break
     trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), "Exercise 5.3")
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         problems = _kernel_read_problems(trace, "x", _small_sum_size(), "the sum") + _atomic_count_problems(trace) + problems
     fail(problems[:1], "Exercise 5.3")
@@ -422,6 +425,7 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
     small = 100
     arguments = [("traced", "out", np.zeros((2, small), np.float32)), ("traced", "z", z[:small].copy())]
     trace, note = trace_of(lambda out, zz: payoffs(zz, out, *args), arguments, shared=False)
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(float64_problems(trace), "Exercise 5.4")
     exact_call, exact_put = black_scholes(option)
     mean = got.astype(np.float64).mean(axis=1)
