@@ -33,7 +33,7 @@ def _host_lists() -> list[tuple[list[str], int]]:
     """
     cases = [(["c0-7", "c0-2", "c0-7", "c0-3", "c0-7"], 4), (["c0-7", "c0-2", "c0-7", "c0-3", "c0-7", "c0-7"], 2),
              (["b", "a", "b", "a", "b", "a"], 3), (["a", "b"], 1), (["solo"], 1), (["z"] * 7, 7), (["z"] * 6, 5),
-             (["n2", "n1", "n2", "n1", "n2", "n1", "n2", "n1", "n2"], 4)]
+             (["n2", "n1", "n2", "n1", "n2", "n1", "n2", "n1", "n2"], 4), (["q"] * 9, 2)]
     for gpus in range(1, 9):  # for every count, one host with exactly as many ranks and one with one rank more (it wraps)
         cases.append(([f"h{(r * 7) % 3}" for r in range(3 * gpus + 1)], gpus))
     rng = np.random.default_rng(_SEED.spawn(1)[0])
@@ -71,6 +71,12 @@ def check_assign_devices(assign_devices: Callable[[list[str], int], object]) -> 
             bad = next(d for d in got if d >= gpus or d < 0)
             problems.append(f"{call} gives device {bad}, but each host has GPUs 0 to {gpus - 1}: when a host runs more ranks than "
                             "GPUs, wrap the node-local rank with % gpus_per_host (ranks then share a GPU).")
+        elif got == [min(local, gpus - 1) for local in ranks.node_local_ranks(hosts)]:
+            problems.append(f"{call} returned {got}: ranks beyond a host's GPUs all get its last GPU. Wrap instead, node-local rank "
+                            f"% gpus_per_host, so that they share the GPUs in turn (expected {want}).")
+        elif got == [local & (gpus - 1) for local in ranks.node_local_ranks(hosts)]:
+            problems.append(f"{call} returned {got}: `& (gpus_per_host - 1)` wraps like % only when the count is a power of two, "
+                            f"and {gpus} is not. Use node-local rank % gpus_per_host (expected {want}).")
         elif got == [r % gpus for r in range(len(hosts))]:
             problems.append(f"{call} returned {got}, the world rank modulo the GPUs. Ranks of one host are not numbered 0, 1, ... "
                             f"when hosts interleave: number each rank among the ranks of its own host (expected {want}).")
@@ -93,6 +99,10 @@ _N = 16384
 _NVSWITCH = M.H100_NVSWITCH
 _PCIE = M.H100_PCIE
 _GRAPHS = M.Machine(1500.0, 250.0, launch_us=2.0, latency_us=3.0, tflops=19.5, name="A100 SXM, NVLink 3, steps in CUDA graphs")
+#: Two made-up machines (not products) on which a transpose starts to pay at 3 and at 5 GPUs: a verdict that holds only for
+#: powers of two, or that looks only at the nearest one, gives itself away.
+_FAST_LINK = M.Machine(3000.0, 600.0, launch_us=15.0, latency_us=2.0, name="a 3000 GB/s GPU with a 600 GB/s link (a model case)")
+_SLOW_LINK = M.Machine(2000.0, 250.0, launch_us=2.0, latency_us=2.0, name="a 2000 GB/s GPU with a 250 GB/s link (a model case)")
 _TRANSPOSE = M.Problem(f"the transpose of {_N}² float32", _N * _N * 4, exchange="all_to_all")
 _SMALL_TRANSPOSE = M.Problem("the transpose of 1024² float32", 1024 * 1024 * 4, exchange="all_to_all")
 _STENCIL = M.Problem(f"a Jacobi sweep of {_N}² float32", _N * _N * 4, flops=5.0 * _N * _N, exchange="halo", halo_bytes=_N * 4,
@@ -111,7 +121,9 @@ SPLIT_CASES = ((_TRANSPOSE, 1, _NVSWITCH), (_TRANSPOSE, 2, _NVSWITCH), (_TRANSPO
                (_COMPUTE, 1, _GRAPHS), (_COMPUTE, 4, _NVSWITCH), (_COMPUTE, 8, _PCIE), (_SMALL_COMPUTE, 4, _NVSWITCH),
                # odd and other counts (a rule that holds only for powers of two shows), and halos large enough to count
                (_TRANSPOSE, 3, _NVSWITCH), (_TRANSPOSE, 5, _PCIE), (_SMALL_TRANSPOSE, 7, _GRAPHS), (_STENCIL, 7, _GRAPHS),
-               (_DEEP_HALO, 2, _NVSWITCH), (_DEEP_HALO, 3, _PCIE), (_DEEP_HALO, 6, _NVSWITCH), (_COMPUTE, 5, _GRAPHS))
+               (_DEEP_HALO, 2, _NVSWITCH), (_DEEP_HALO, 3, _PCIE), (_DEEP_HALO, 6, _NVSWITCH), (_COMPUTE, 5, _GRAPHS),
+               # both sides of the P at which a transpose starts to pay
+               (_TRANSPOSE, 2, _FAST_LINK), (_TRANSPOSE, 3, _FAST_LINK), (_TRANSPOSE, 4, _SLOW_LINK), (_TRANSPOSE, 5, _SLOW_LINK))
 _TOLERANCE = 1e-3  # relative: the same arithmetic in another order agrees to far better
 
 
@@ -338,6 +350,10 @@ def _received_problems(received, sends, size: int) -> list[str]:
     return []
 
 
+#: Ranks of the all-to-all check: even and odd counts, then a rank alone (its own block only; last: its deadlock says less).
+ALL_TO_ALL_RANKS = (2, 3, 4, 5, 1)
+
+
 def check_all_to_all(all_to_all: Callable[..., object]) -> None:
     """Exercise 4.3: `all_to_all(comm, send, recv)` gives every rank p's send[r] to rank r's recv[p], with grouped sends and receives."""
     h, w = problem_size("ch4_exercise_slice")
@@ -349,8 +365,9 @@ def check_all_to_all(all_to_all: Callable[..., object]) -> None:
         all_to_all(comm, send, recv)
         groups_per_rank.append(sum(1 for group in comm.fabric.groups[comm.rank] if group))
 
-    for size in (2, 3, 4):
+    for size in ALL_TO_ALL_RANKS:
         sends = [rng.random((size, h, w), dtype=np.float32) for _ in range(size)]
+        originals = [send.copy() for send in sends]
         try:
             received = loopback_exchange(watched, sends, (h, w), np.float32)
         except ExchangeError as exc:
@@ -361,14 +378,19 @@ def check_all_to_all(all_to_all: Callable[..., object]) -> None:
         except Exception as exc:  # any other exception is a wrong answer, reported in words
             problems.append(f"with {size} ranks, all_to_all raised {type(exc).__name__}: {exc}")
             break
-        found = _received_problems(received, sends, size)
+        changed = next((rank for rank in range(size) if not np.array_equal(sends[rank], originals[rank])), None)
+        if changed is not None:
+            problems.append(f"with {size} ranks, rank {changed}'s send array changed: send is what the rank gives away, read and "
+                            "never written (NCCL may still be reading it until the group completes).")
+            break
+        found = _received_problems(received, originals, size)
         if found:
             problems += [f"with {size} ranks: {p}" for p in found]
             break
     fail(problems, "Exercise 4.3")
     if max(groups_per_rank, default=0) <= 1:
-        passed("Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank, in one grouped exchange that cannot deadlock.")
+        passed("Exercise 4.3: with 1 to 5 ranks every block reaches its rank, in one grouped exchange that cannot deadlock.")
     else:
-        passed("Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank. Your sends and receives go in several steps, "
+        passed("Exercise 4.3: with 1 to 5 ranks every block reaches its rank. Your sends and receives go in several steps, "
                "ordered so that every send meets its receive; one `with comm.group():` around them all would issue them "
                "together, with no order to get right.")
