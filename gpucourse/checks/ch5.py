@@ -121,10 +121,15 @@ def _small_sum_arguments(result_name: str, seed: int) -> list[tuple[str, str, ob
 # Exercise 5.1: a sum that keeps the tail
 
 
+def gpu_sum_sizes() -> list[int]:
+    """Lengths of exercise 5.1's check: 1, each side of a warp and of 256, sizes that no block size divides, and the mode's
+    large one: for every block size of BLOCK_SIZES one of them leaves a partial block, and one is smaller than a block."""
+    return sorted({1, 31, 33, 255, 257, 1000, 4099, problem_size("ch5_exercise")})
+
+
 def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
     """Exercise 5.1: `gpu_sum(x, result)` writes the sum of the float32 device array x (any length) into result[0]."""
-    big = problem_size("ch5_exercise")
-    sizes = sorted({1, 31, 33, 255, 257, 1000, 4099, big})
+    sizes = gpu_sum_sizes()
     problems: list[str] = []
     tails: dict[int, set[int]] = {}  # n -> the block sizes whose tail it may have lost (empty: another mistake)
     for number, n in enumerate(sizes):

@@ -22,7 +22,12 @@ from .speed import elements_beyond_l2
 
 # --- 7.1 --------------------------------------------------------------------------------------------
 
-FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 97, 121, 1000, 1023, 2049, 4097, 4099, 6000, 10007, 16385, 65537)
+#: Properties of a right next_fast_size(n): an int m >= n; m's only prime factors are 2, 3, 5 and 7; no such number lies in
+#: [n, m) (so m = n exactly when n is fast). The cases: 1 and 2; every prime from 11 to 97 (each is its own next size if that
+#: prime slips through); fast sizes (2**k, 3 * 5**3 * 2**4, 7**4) and their neighbours; squares of primes; sizes just past a power
+#: of two, where rounding up to a power of two overshoots; and large ones, up to 2**16 + 1.
+FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 121, 169, 1000,
+                   1023, 1024, 1025, 2049, 2401, 2402, 4097, 4099, 6000, 6001, 10007, 16385, 65537)
 #: One call of next_fast_size may take this long (s): the reference answers any case in about a millisecond, so a call that
 #: takes longer loops for ever (or nearly): it is stopped and named, with the line it was at, long before the check's own limit.
 CALL_SECONDS = 5.0
@@ -229,12 +234,20 @@ def _poisson_reference(spectrum: np.ndarray, nx: int, lengths: tuple[float, floa
     return out
 
 
+def poisson_meshes() -> list[tuple[int, int]]:
+    """(ny, nx) of exercise 7.3's check: an even and an odd number of rows (the negative wave numbers start at row
+    (ny + 1) // 2), then nx with nx // 2 a multiple of each COLUMN_BLOCKS width this mode checks (a grid sized from nx // 2
+    misses the last of the nx // 2 + 1 columns)."""
+    ny, nx = problem_size("ch7_exercise_mesh")
+    return [(ny, nx), (ny + 1, nx)] + [(ny, 2 * width) for width in (COLUMN_BLOCKS if mode.on_gpu() else COLUMN_BLOCKS[:1])]
+
+
 def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
     """Exercise 7.3: `poisson_divide(spectrum, out, nx, lengths)` writes -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, into out."""
     ny, nx = problem_size("ch7_exercise_mesh")
     lengths = (1.0, 2.5)
-    for rows in (ny, ny + 1):  # an even and an odd number of rows: the negative wave numbers start at row (ny + 1) // 2
-        problems = _poisson_problems(poisson_divide, rows, nx, lengths)
+    for rows, columns in poisson_meshes():
+        problems = _poisson_problems(poisson_divide, rows, columns, lengths)
         if problems:
             break
     fail(problems, "Exercise 7.3")
@@ -250,7 +263,8 @@ def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
         problems += (float64_problems(trace) + coalescing_problems(trace, "spectrum", small, advice, itemsize=8)
                      + coalescing_problems(trace, "out", small, advice, write=True, itemsize=8))
     fail(problems[:1], "Exercise 7.3")
-    passed(f"Exercise 7.3: the Poisson division is right on {ny} x {nx} and {ny + 1} x {nx} meshes of size {lengths[0]} x "
+    meshes = ", ".join(f"{rows} x {columns}" for rows, columns in poisson_meshes())
+    passed(f"Exercise 7.3: the Poisson division is right on {meshes} meshes of size {lengths[0]} x "
            f"{lengths[1]}, zero mode included, spectrum unchanged, in complex64, its warps reading and writing neighbouring columns{note}.")
 
 
@@ -348,12 +362,21 @@ _NOT_THE_ESTIMATE = (
 )
 
 
+#: Properties of a right expected_streamed_time(io_only, single_stream): it is max(single - io, 2 io / 3), in the arguments'
+#: unit; it never exceeds single_stream and never falls below either part; it is linear in the pair (seconds or ms alike).
+#: The cases: the book's two GPUs, a compute-heavy and a compute-free run, seconds, and both sides of (and on) the boundary
+#: single - io = 2 io / 3 where the larger part changes.
+
+
 def check_expected_streamed_time(expected_streamed_time: Callable[[float, float], float]) -> None:
     """Exercise 7.4: `expected_streamed_time(io_only, single_stream)` returns the book's estimate of the overlapped run (§7.3)."""
     figure = lambda name: book.figure(name).number  # noqa: E731
     cases = [("Tesla K20X (book)", figure("ch7_conv_io_only_K20X"), figure("ch7_conv_single_stream_K20X")),
              ("Tesla K10 (book)", figure("ch7_conv_io_only_K10"), figure("ch7_conv_single_stream_K10")),
-             ("a link twice as fast", 0.05, 0.30), ("compute-free", 0.09, 0.09), ("a slow link, in seconds", 2.5, 3.0)]
+             ("a link twice as fast", 0.05, 0.30), ("compute-free", 0.09, 0.09), ("a slow link, in seconds", 2.5, 3.0),
+             # both sides of the boundary where the compute (single - io) equals 2/3 of the I/O time, and on it
+             ("compute just below 2/3 of the I/O", 0.3, 0.3 + 0.19), ("compute just above 2/3 of the I/O", 0.3, 0.3 + 0.21),
+             ("compute exactly 2/3 of the I/O", 0.3, 0.5)]
     results = []
     for name, io, single in cases:
         try:
@@ -370,7 +393,8 @@ def check_expected_streamed_time(expected_streamed_time: Callable[[float, float]
                      if all(math.isclose(g, formula(s - i, i, s), rel_tol=1e-9, abs_tol=1e-12) for _, i, s, g, _ in results)),
                     f"expected {want:.4g} s")
         fail([f"{name}: I/O only {io:.4g} s, single stream {single:.4g} s -> got {got:.4g} s; {hint}."], "Exercise 7.4")
-    passed(f"Exercise 7.4: the estimate reproduces the book's 0.15 s (K20X) and 0.092 s (K10) and {len(cases) - 2} more cases.")
+    passed(f"Exercise 7.4: the estimate reproduces the book's 0.15 s (K20X) and 0.092 s (K10) and {len(cases) - 2} more cases, "
+           "on both sides of the point where the copies start to set the pace.")
 
 
 __all__ = ["CheckFailed", "check_derivative_spectrum", "check_expected_streamed_time", "check_next_fast_size", "check_poisson_divide"]
