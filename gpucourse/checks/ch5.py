@@ -156,7 +156,6 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
     trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
     note = plain_note(note)  # a failed replay's traceback, cut to its error
-    fail(_kernel_read_problems(trace, "x", _small_sum_size(), "the sum"), "Exercise 5.1")
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
         block = max(blocks)
@@ -164,6 +163,7 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
                     f"into whole blocks of {block}, and what does not fill a block is lost. Round the number of blocks up (and guard "
                     "each load with `if i < x.size`), or loop over the elements with a grid-stride loop."]
     fail(problems[:1], "Exercise 5.1")
+    fail(_kernel_read_problems(trace, "x", _small_sum_size(), "the sum"), "Exercise 5.1")  # right values, but made where?
     fail(float64_problems(trace), "Exercise 5.1")
     passed(f"Exercise 5.1: gpu_sum is exact for n = {', '.join(str(n) for n in sizes)} (including sizes that are not multiples of a "
            f"block), with no race in a traced run{note}.")
@@ -364,7 +364,8 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
     trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), "Exercise 5.3")
     note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
-        problems = _kernel_read_problems(trace, "x", _small_sum_size(), "the sum") + _atomic_count_problems(trace) + problems
+        read = [] if problems else _kernel_read_problems(trace, "x", _small_sum_size(), "the sum")  # right values, made where?
+        problems = read + _atomic_count_problems(trace) + problems
     fail(problems[:1], "Exercise 5.3")
     fail(float64_problems(trace), "Exercise 5.3")
     slow, speed = _atomic_sum_speed(atomic_sum)

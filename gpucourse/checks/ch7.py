@@ -15,7 +15,7 @@ from ..arrays import random_array, to_device
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
-from .cases import changed_inputs, plain_note
+from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
 from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
 from .guard import CheckTimedOut, _host_message, deadline
 from .speed import elements_beyond_l2
@@ -142,9 +142,10 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
         host = random_array((rows, columns), np.complex64, seed=n)
         want = _derivative_reference(host, n, length)
         spectrum = to_device(host)
-        got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns), np.complex64,
-                                        spectrum)
-        found = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + found
+        with recorded_calls() as calls:
+            got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns),
+                                            np.complex64, spectrum)
+        found = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + found + float64_argument_problems(calls)
         where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}, {columns} columns), length = {length:.4g}"
         wrong = array_problems(got, want, what=f"out ({where})", rtol=1e-5, atol=1e-6 * float(np.abs(want).max()),
                                coverage_hint="Every (row, column) of the half spectrum, n // 2 + 1 columns, needs a thread.")
@@ -210,6 +211,14 @@ def _diagnose_derivative(got: np.ndarray, host: np.ndarray, want: np.ndarray, n:
         zeroed[:, -1] = 0
         if near(zeroed):
             return "for odd n the last column is an ordinary wave number, (n - 1) / 2: only even n has a Nyquist column to zero."
+    wrapped = fft.wavenumbers(n, length, half=True)
+    wrapped = np.where(2 * np.arange(wrapped.size) > n, wrapped - 2 * np.pi * n / length, wrapped)
+    wrapped_factor = 1j * wrapped / n
+    if n % 2 == 0:
+        wrapped_factor[-1] = 0
+    if near(host * wrapped_factor) and not near(want):
+        return ("the columns above n / 2 use negative wave numbers: a half spectrum (R2C) holds only k = 2 pi i / length for "
+                "i = 0 .. n // 2, no column wraps to i - n (only the rows of a full spectrum do).")
     factor = _common_factor(got, want)
     if factor is not None:
         return (f"the values are {factor:.4g} times the expected ones: out[r, i] = spectrum[r, i] * i * (2 pi / length) * i / n, "
@@ -276,8 +285,9 @@ def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, l
     spectrum = to_device(host)
     with warnings.catch_warnings():  # a division by zero (the simulator warns, from its threads) is reported below, in words
         warnings.simplefilter("ignore", RuntimeWarning)
-        got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64, spectrum)
-    changed = changed_inputs({"spectrum": spectrum}, {"spectrum": host})
+        with recorded_calls() as calls:
+            got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64, spectrum)
+    changed = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + float64_argument_problems(calls)
     if changed:  # the cause: values read after the input was overwritten are wrong as a consequence
         return [f"{ny} x {nx} mesh: {changed[0]}"]
     tolerance = 1e-7 * float(np.abs(want).max())
@@ -362,6 +372,20 @@ _NOT_THE_ESTIMATE = (
 )
 
 
+def _estimate_hint(results: list[tuple], want: float, compute: float, copies: float) -> str:
+    """Words for an estimate that no formula of _NOT_THE_ESTIMATE explains: a unit, or the wrong one of the two parts."""
+    ratios = {round(got / right, 6) for _, _, _, got, right in results if right}
+    for factor, words in ((1000.0, "1000 times"), (1e-3, "1/1000 of"), (60.0, "60 times"), (1 / 60, "1/60 of")):
+        if ratios == {round(factor, 6)}:
+            return f"every result is {words} the estimate: return it in the unit of the arguments (seconds in, seconds out)"
+    parts = all(math.isclose(got, single - io, rel_tol=1e-9, abs_tol=1e-12) or math.isclose(got, 2 * io / 3, rel_tol=1e-9, abs_tol=1e-12)
+                for _, io, single, got, _ in results)
+    if parts:
+        return (f"you return one of the two parts, but not always the larger: here the compute (single - io) is {compute:.4g} s and "
+                f"2/3 of the I/O {copies:.4g} s; the run lasts as long as the larger, max(...), whichever side of the other it is")
+    return f"expected {want:.4g} s, the larger of the compute (single - io = {compute:.4g} s) and 2/3 of the I/O ({copies:.4g} s)"
+
+
 #: Properties of a right expected_streamed_time(io_only, single_stream): it is max(single - io, 2 io / 3), in the arguments'
 #: unit; it never exceeds single_stream and never falls below either part; it is linear in the pair (seconds or ms alike).
 #: The cases: the book's two GPUs, a compute-heavy and a compute-free run, seconds, and both sides of (and on) the boundary
@@ -391,7 +415,7 @@ def check_expected_streamed_time(expected_streamed_time: Callable[[float, float]
         name, io, single, got, want = wrong[0]
         hint = next((words for formula, words in _NOT_THE_ESTIMATE
                      if all(math.isclose(g, formula(s - i, i, s), rel_tol=1e-9, abs_tol=1e-12) for _, i, s, g, _ in results)),
-                    f"expected {want:.4g} s")
+                    None) or _estimate_hint(results, want, single - io, 2 * io / 3)
         fail([f"{name}: I/O only {io:.4g} s, single stream {single:.4g} s -> got {got:.4g} s; {hint}."], "Exercise 7.4")
     passed(f"Exercise 7.4: the estimate reproduces the book's 0.15 s (K20X) and 0.092 s (K10) and {len(cases) - 2} more cases, "
            "on both sides of the point where the copies start to set the pace.")
