@@ -23,7 +23,7 @@ from ..kernels import stencil
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
-from .cases import changed_inputs, plain_note
+from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
 from .evidence import coalescing_problems, float64_problems, hazard, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import recorded_launches
 from .runs import race_repeats, run_checked
@@ -101,8 +101,9 @@ def _z_derivative_problems(deriv_z: Callable[..., object], shape: tuple[int, int
     spacing = 1.0 / shape[0]
     coefficients = stencil.coefficients_for(host, spacing)
     f = to_device(host)
-    got, problems = paced(run_guarded)(lambda out, ff, c: deriv_z(ff, out, c), shape, np.float32, f, coefficients)
-    problems = changed_inputs({"f": f}, {"f": host}) + problems
+    with recorded_calls() as calls:
+        got, problems = paced(run_guarded)(lambda out, ff, c: deriv_z(ff, out, c), shape, np.float32, f, coefficients)
+    problems = changed_inputs({"f": f}, {"f": host}) + float64_argument_problems(calls) + problems
     reference = fd.derivative_reference(host, "z", spacing)
     tolerance = 8 * np.finfo(np.float32).eps * fd.stencil_amplification(spacing)
     found = array_problems(got, reference.astype(np.float32), what=f"df (shape {shape})", rtol=0.0, atol=tolerance,
@@ -210,9 +211,10 @@ def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) 
     host = random_array(shape, np.float32, seed=64, low=0.0, high=1.0)
     want = fd.heat_step_reference(fd.heat_step_reference(host, d), d)
     u = to_device(host)
-    with recorded_launches() as launches:
+    with recorded_launches() as launches, recorded_calls() as calls:
         got, problems = paced(run_guarded)(lambda out, uu: heat_two_steps(uu, out, d), shape, np.float32, u)
     fail(changed_inputs({"u": u}, {"u": host}), "Exercise 6.4")
+    fail(float64_argument_problems(calls), "Exercise 6.4")
     if len(launches) > 1:
         fail([f"heat_two_steps launches {len(launches)} kernels ({', '.join(launch.name for launch in launches)}): the exercise asks "
               "for both steps in a single launch, so that u is read once. Let each thread compute the first step at its point's "
@@ -307,9 +309,10 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
         a = to_device(host)
         if number == 0:
             timed_host, timed_a = host, a
-        run = run_checked(lambda out, inp: jacobi_sweep(inp, out), shape, np.float32, a, initial=initial,
-                          repeats=race_repeats() if number == 0 else 1)
-        fail(changed_inputs({"a": a}, {"a": host}), "Exercise 6.6")
+        with recorded_calls() as calls:
+            run = run_checked(lambda out, inp: jacobi_sweep(inp, out), shape, np.float32, a, initial=initial,
+                              repeats=race_repeats() if number == 0 else 1)
+        fail(changed_inputs({"a": a}, {"a": host}) + float64_argument_problems(calls), "Exercise 6.6")
         found = array_problems(run.got, want, what=f"a_new ({shape[0]} x {shape[1]})", rtol=0.0, atol=2e-6,  # a GPU fuses multiply-adds
                                coverage_hint="Every interior point needs a thread: cover x with the columns and y with the rows, "
                                              "rounding the blocks up.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -36,6 +37,7 @@ CALL_SECONDS = 5.0
 def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     """Exercise 7.1: `next_fast_size(n)` returns the smallest m >= n whose only prime factors are 2, 3, 5 and 7."""
     kinds: dict[str, list[str]] = {}  # one message per kind of mistake, with its first examples
+    answers: dict[int, int] = {}
     for n in FAST_SIZE_CASES:
         want = fft.next_fast_size(n)
         try:
@@ -52,7 +54,7 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
         if not isinstance(got, (int, np.integer)):
             kinds.setdefault("type", []).append(f"next_fast_size({n}) should return an int; got {got!r}")
             continue
-        got = int(got)
+        got = answers[n] = int(got)
         if got == want:
             continue
         if got < n:
@@ -76,8 +78,35 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     for examples in kinds.values():
         more = f" (and {len(examples) - 1} more size(s) like it)" if len(examples) > 1 else ""
         problems.append(examples[0] + more)
+    if problems and len(answers) == len(FAST_SIZE_CASES):
+        fail(_fewer_factors(answers)[:1] or problems, "Exercise 7.1")
     fail(problems, "Exercise 7.1")
     passed(f"Exercise 7.1: next_fast_size is right for {len(FAST_SIZE_CASES)} sizes, from 1 to {FAST_SIZE_CASES[-1]}.")
+
+
+def _next_smooth(n: int, primes: tuple[int, ...]) -> int:
+    """The smallest m >= n whose only prime factors are `primes`."""
+    m = n
+    while True:
+        rest = m
+        for p in primes:
+            while rest % p == 0:
+                rest //= p
+        if rest == 1:
+            return m
+        m += 1
+
+
+def _fewer_factors(answers: dict[int, int]) -> list[str]:
+    """Words for answers that are the next size over fewer primes than 2, 3, 5 and 7 (empty if none fits every case)."""
+    for count in (3, 2):  # a single prime, 2, is the power of two that the per-size words name better
+        for primes in itertools.combinations((2, 3, 5, 7), count):
+            if all(_next_smooth(n, primes) == m for n, m in answers.items()):
+                missing = sorted(set((2, 3, 5, 7)) - set(primes))
+                return [f"your sizes have only the prime factors {', '.join(map(str, primes))}: {', '.join(map(str, missing))} "
+                        f"{'are' if len(missing) > 1 else 'is'} missing. cuFFT is fast for every 2^a 3^b 5^c 7^d (next_fast_size(97) "
+                        "is 98 = 2 x 7 x 7)."]
+    return []
 
 
 def _factors(n: int) -> str:
@@ -297,7 +326,7 @@ def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, l
         problems.append(f"out[0, 0] is {got[0, 0]}: the zero mode (kx = ky = 0) was never written, or written as a division by "
                         "zero. Set it to 0 (the solution's mean; any constant solves the equation).")
     else:
-        wrong = array_problems(got, want, what="out", rtol=1e-5, atol=tolerance,
+        wrong = array_problems(got, want, what=f"out ({ny} x {nx} mesh)", rtol=1e-5, atol=tolerance,
                                coverage_hint="Every (row, column) of the (ny, nx // 2 + 1) half spectrum needs a thread.")
         if wrong and not np.isnan(got).any():
             wrong = [f"{ny} x {nx} mesh: {_diagnose_poisson(got, host, want, nx, lengths)}"]
