@@ -320,6 +320,13 @@ def split_model_problems(predicted_time_ms: Callable[..., object], split_pays: C
     return []
 
 
+# Properties of a right answer to 4.2 (what notebook 4.3 teaches): the time is max(memory, compute) + link + steps, in ms, with
+# memory = 2 bytes / P over HBM (GB = 1e9 bytes), compute = flops / P over TFLOP/s (1e12), link = the bytes ONE GPU sends over
+# ONE direction (all-to-all: (P - 1)/P of its share in P - 1 messages; halo: 1 neighbour with 2 GPUs, 2 beyond), steps = one
+# process per GPU paying launch_us per launch and per message and latency_us per message; nothing is sent on 1 GPU; the
+# verdict is "faster than the same estimate on 1 GPU". The cases: every P from 1 to 8, every exchange, NVSwitch, PCIe and
+# graphs' cheap steps, halos deep enough that a halo too many is not lost in the tolerance, and both sides of the P at which a
+# transpose starts to pay (3 and 5 GPUs); tested on generated answers in tests/test_checks_properties_ch4_7.py.
 def check_split_estimate(predicted_time_ms: Callable[..., object], split_pays: Callable[..., object]) -> None:
     """Exercise 4.2: `predicted_time_ms(problem, gpus, machine)` is the first estimate, `split_pays` compares it with one GPU."""
     fail(split_model_problems(predicted_time_ms, split_pays), "Exercise 4.2")
@@ -354,6 +361,9 @@ def _received_problems(received, sends, size: int) -> list[str]:
 ALL_TO_ALL_RANKS = (2, 3, 4, 5, 1)
 
 
+# Properties of a right answer to 4.3: rank r's recv[p] holds rank p's send[r] for every p, its own block included; send is
+# never written; the calls obey NCCL's rule (a send completes when its receive is posted), so they are grouped or ordered.
+# The cases: 2 to 5 ranks (odd and even), then 1 rank alone.
 def check_all_to_all(all_to_all: Callable[..., object]) -> None:
     """Exercise 4.3: `all_to_all(comm, send, recv)` gives every rank p's send[r] to rank r's recv[p], with grouped sends and receives."""
     h, w = problem_size("ch4_exercise_slice")

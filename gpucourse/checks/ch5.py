@@ -33,7 +33,7 @@ from ..options import EuropeanOption, black_scholes, payoffs_reference
 from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
 from . import array_problems, fail, passed, run_guarded
-from .cases import float64_argument_problems, plain_note, recorded_calls
+from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
@@ -60,8 +60,9 @@ def _sum_problems(got: float, host: np.ndarray, where: str) -> list[str]:
     """What is wrong with `got` as the sum of `host` (exact integer data), in words; [] if it is right."""
     exact = float(host.astype(np.float64).sum())
     if math.isnan(got):
-        return [f"{where}: result[0] was never written (it still holds NaN). One thread (say thread 0 of block 0, or the last "
-                "launch of your plan) must store the total."]
+        return [f"{where}: result[0] still holds NaN, the value the check put there: either nothing stored the total (one thread, "
+                "say thread 0 of block 0 or the last launch of your plan, must), or the blocks added into result[0] (atomics) "
+                "without setting it to 0 first (NaN + anything is NaN)."]
     if got == exact:
         return []
     n = host.size
@@ -127,6 +128,9 @@ def gpu_sum_sizes() -> list[int]:
     return sorted({1, 31, 33, 255, 257, 1000, 4099, problem_size("ch5_exercise")})
 
 
+# Properties of a right answer to 5.1: result[0] is the exact sum (integer data: any order of addition gives it) for every
+# length, 1 included, whether or not it fills whole blocks; the elements are read by kernel threads (the sum is made on the
+# GPU); no race between blocks (they run at the same time); float32 arithmetic. The cases: `gpu_sum_sizes()`.
 def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
     """Exercise 5.1: `gpu_sum(x, result)` writes the sum of the float32 device array x (any length) into result[0]."""
     sizes = gpu_sum_sizes()
@@ -244,6 +248,10 @@ def _tree_pattern_problems(trace) -> list[str]:
     return problems
 
 
+# Properties of a right answer to 5.2: partial[b] is block b's grid-stride sum for every block size (a power of two, 32 to
+# 1024) and every length, shorter than one block's threads or ending in a partial round; the shared array is sized by the
+# launch in bytes; a barrier every thread reaches between the tree's levels (no race, the same bits in every run); the loads
+# coalesce; the active threads of a level are contiguous (no divergent warps, no bank conflicts); float32 arithmetic.
 def check_block_sums(block_sums: Callable[..., object]) -> None:
     """Exercise 5.2: `block_sums(x, partial, threads_per_block)` launches partial.size blocks; thread t of block b adds x[i] for
     i = b * T + t, b * T + t + grid size, ...; each block's tree in a shared array sized by the launch writes partial[b]."""
@@ -340,6 +348,8 @@ def _atomic_count_problems(trace) -> list[str]:
     return []
 
 
+# Properties of a right answer to 5.3: total[0] is the exact sum, starting from whatever total held (it is set to 0 first),
+# for 1, 257 and many elements with blocks at the same time; kernel threads read every element; one atomic per block.
 def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
     """Exercise 5.3: `atomic_sum(x, total)` writes the sum of x into total[0]; each block adds its sum with one atomic.
 
@@ -400,6 +410,8 @@ def _payoffs(z: np.ndarray, option: EuropeanOption, drift: float, volatility: fl
     return np.stack([discount * np.maximum(final - option.E, 0.0), discount * np.maximum(option.E - final, 0.0)]).astype(np.float32)
 
 
+# Properties of a right answer to 5.4: out[0, i] and out[1, i] are the discounted call and put of path i for every i (n a
+# multiple of no block size); z is unchanged; float32 arithmetic, float32 scalars handed to the kernel.
 def check_payoffs(payoffs: Callable[..., object]) -> None:
     """Exercise 5.4: `payoffs(z, out, S, E, r, sigma, T)` writes the discounted call (out[0, i]) and put (out[1, i]) payoffs of path i."""
     option = EXERCISE_OPTION
@@ -408,8 +420,10 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
     call, put = payoffs_reference(z, option)
     want = np.stack([call, put]).astype(np.float32)
     args = (np.float32(option.S), np.float32(option.E), np.float32(option.r), np.float32(option.sigma), np.float32(option.T))
+    z_device = to_device(z)
     with recorded_calls() as calls:
-        got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, to_device(z))
+        got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, z_device)
+    fail(changed_inputs({"z": z_device}, {"z": z}), "Exercise 5.4")
     found = array_problems(got, want, what="out", rtol=2e-5, atol=2e-6, coverage_hint="Give every path i a thread (or a grid-stride loop).")
     if found and not np.isnan(got).any():
         r, sigma, T = option.r, option.sigma, option.T
@@ -506,15 +520,19 @@ def _mixed_terms() -> np.ndarray:
     raise RuntimeError("no data set tells Kahan's sum from the others (a course bug)")
 
 
+# Properties of a right answer to 5.5: the float32 bits of Kahan's loop on every set where the plain, pairwise and float64
+# sums differ from it; a float32 result; x unchanged.
 def check_kahan(kahan_sum: Callable[[np.ndarray], object]) -> None:
     """Exercise 5.5: `kahan_sum(x)` returns Kahan's compensated sum of the float32 array x, computed in float32 (bit for bit)."""
     cases = _kahan_cases()
     results = []
     for label, x in cases:
+        given = x.copy()
         try:
-            got = kahan_sum(x.copy())
+            got = kahan_sum(given)
         except Exception as exc:  # any exception is a wrong answer, reported in words
             fail([f"{label}: kahan_sum raised {type(exc).__name__}: {exc}"], "Exercise 5.5")
+        fail([f"{label}: {words}" for words in changed_inputs({"x": given}, {"x": x})], "Exercise 5.5")
         if not isinstance(got, (np.floating, float)) or np.asarray(got).dtype != np.float32:
             fail([f"{label}: return a float32 (np.float32(total)); got {type(got).__name__}."], "Exercise 5.5")
         results.append((label, x, got, np.float32(summation.kahan_sum(x, np.float32))))

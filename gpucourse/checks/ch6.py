@@ -61,6 +61,8 @@ def _written_weights(function: Callable) -> bool:
     return {20, 60} <= {abs(v) for v in values if isinstance(v, int) and not isinstance(v, bool)}
 
 
+# Properties of a right answer to 6.1: c_1, c_2, c_3 satisfy 2 sum(m c_m) = 1, sum(m^3 c_m) = sum(m^5 c_m) = 0 to float64
+# precision, solved (not typed in).
 def check_sixth_order(sixth_order_coefficients: Callable[[], object]) -> None:
     """Exercise 6.1: `sixth_order_coefficients()` solves the Taylor conditions with NumPy for c_1, c_2, c_3 (sixth order)."""
     got = _as_floats(sixth_order_coefficients(), "sixth_order_coefficients()", 3)
@@ -123,6 +125,8 @@ def _z_derivative_problems(deriv_z: Callable[..., object], shape: tuple[int, int
     return problems + found
 
 
+# Properties of a right answer to 6.2: df is the periodic z derivative at every point of shapes long along x, along y and
+# neither; f unchanged; float32 scalars handed to the kernel; warps read neighbouring x.
 def check_z_derivative(deriv_z: Callable[..., object]) -> None:
     """Exercise 6.2: `deriv_z(f, df, coefficients)` writes the periodic z derivative of f (float32, f[z, y, x]) into df."""
     # the chapter's shape, then one long along x and one long along y: a grid sized from the wrong axis leaves points out
@@ -175,6 +179,9 @@ def _tile_problems(tile, shape: tuple[int, int, int], itemsize: int, device: Dev
     return problems
 
 
+# Properties of a right answer to 6.3: for every shape, itemsize and device limit, pencils is a multiple of the warp (or nx
+# when nx < warp), the length divides ny, threads and shared bytes (itemsize included) fit the device, each thread computes
+# two points or more; and the tile runs.
 def check_choose_y_tile(choose_y_tile: Callable[[tuple[int, int, int], int, DeviceInfo], object]) -> None:
     """Exercise 6.3: `choose_y_tile(shape, itemsize, device)` returns a legal, coalesced y tile with several points per thread."""
     device = current_device()
@@ -205,6 +212,8 @@ def check_choose_y_tile(choose_y_tile: Callable[[tuple[int, int, int], int, Devi
     passed(f"Exercise 6.3: every tile is legal, coalesced and gives each thread several points ({len(cases)} cases and one run).")
 
 
+# Properties of a right answer to 6.4: two explicit steps in one launch, boundary fixed at both, on a mesh a multiple of no
+# block; u unchanged; float32 scalars; no hazard on shared memory.
 def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) -> None:
     """Exercise 6.4: `heat_two_steps(u, u_new, d)` advances u by two explicit steps in one launch (boundary fixed)."""
     shape = problem_size("ch6_exercise_heat")
@@ -251,6 +260,14 @@ def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) 
     passed(f"Exercise 6.4: two steps per launch match two single steps on a {shape[0]} x {shape[1]} mesh, boundary included{note}.")
 
 
+def _stretched_with(n: int, alpha: float, s: np.ndarray) -> np.ndarray:
+    """The stretched grid's (4, n) weights at the points s (float32): the uniform weights over 1/n times ds/dx(s)."""
+    weights = np.array([float(c) for c in fd.exact_central_coefficients(4)])
+    ds_dx = (1 - alpha / 2) / (1 - alpha * np.sin(2 * np.pi * s) ** 2)
+    return (weights[:, None] * n * ds_dx[None, :]).astype(np.float32)
+
+
+# Properties of a right answer to 6.5: the (4, n) float32 weights c_m n ds/dx(i / n) for stretched and uniform grids.
 def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], object]) -> None:
     """Exercise 6.5: `stretched_coefficients(n, alpha)` returns the (4, n) float32 per-point weights of the stretched grid."""
     problems = []
@@ -275,6 +292,8 @@ def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], 
                 found = [where + "you multiplied by dx/ds; the chain rule needs ds/dx = (1 - alpha/2) / (1 - alpha sin^2(2 pi s))."]
             elif any(np.allclose(got * n, w, rtol=1e-3) or np.allclose(got, w * n, rtol=1e-3) for w in (want, uniform)):
                 found = [where + "off by a factor n: the uniform weights are c_m / ds with ds = 1/n."]
+            elif alpha and np.allclose(got, _stretched_with(n, alpha, np.arange(n) / max(n - 1, 1)), rtol=1e-4):
+                found = [where + "the points are s_i = i / (n - 1); the grid is periodic (point n is point 0), so s_i = i / n."]
         problems += found
         if problems:
             break
@@ -297,6 +316,9 @@ def jacobi_shapes() -> list[tuple[int, int]]:
     return list(dict.fromkeys([base, whole, (whole[0] + 1, whole[1] + 1)]))
 
 
+# Properties of a right answer to 6.6: the interior's sweep on meshes on and off whole 32 x 8 tiles, boundary and input
+# untouched, the same bits in every run (a barrier between loading and reading the tile, the halo loaded), 32 x 8 blocks,
+# float32 weights and arithmetic, coalesced loads.
 def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     """Exercise 6.6: `jacobi_sweep(a, a_new)` writes one Jacobi sweep of the interior of a into a_new, through a shared tile."""
     from ..kernels import laplace

@@ -152,6 +152,9 @@ def _derivative_kernel(spectrum, out, k_unit, norm, nyquist):
 COLUMN_BLOCKS = (32, 64, 128)
 
 
+# Properties of a right answer to 7.2: out = i k spectrum / n on every column of the half spectrum (n // 2 + 1 of them, the
+# Nyquist column zeroed for even n only) for even and odd n, n // 2 a multiple of a warp among them; the spectrum unchanged;
+# float32 scalars and complex64 arithmetic; warps walk the columns.
 def derivative_cases() -> list[tuple[int, float]]:
     """(n, length) of exercise 7.2's check: the chapter's even and odd n, then n with n // 2 a multiple of each COLUMN_BLOCKS
     width (its n // 2 + 1 columns are one past a whole number of blocks: a grid sized from n // 2 misses a column), even and odd."""
@@ -272,6 +275,8 @@ def _poisson_reference(spectrum: np.ndarray, nx: int, lengths: tuple[float, floa
     return out
 
 
+# Properties of a right answer to 7.3: out = -spectrum / (kx^2 + ky^2) / (nx ny), 0 at the zero mode, with rows above ny / 2
+# negative, for even and odd ny and nx // 2 a multiple of a warp; the spectrum unchanged; float32 scalars; warps walk the columns.
 def poisson_meshes() -> list[tuple[int, int]]:
     """(ny, nx) of exercise 7.3's check: an even and an odd number of rows (the negative wave numbers start at row
     (ny + 1) // 2), then nx with nx // 2 a multiple of each COLUMN_BLOCKS width this mode checks (a grid sized from nx // 2
