@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 from collections.abc import Callable
 
 import numba
@@ -157,6 +158,8 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
         if found:
             tails[n] = _lost_tail_blocks(got, host)
             problems += found
+            if not tails[n]:  # not a lost tail: no later size can make it one (the diagnosis intersects over sizes)
+                break
     trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
     note = plain_note(note)  # a failed replay's traceback, cut to its error
@@ -270,8 +273,15 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
         x = to_device(padded)[:n]
         run = run_checked(lambda partial, xx, t=threads: block_sums(xx, partial, t), (blocks,), np.float32, x, repeats=race_repeats())
         want = block_sums_reference(host, blocks, threads)
-        if any("indexed outside" in p for p in run.problems):
-            problems = [f"a thread read x past its end ({n} elements): the grid-stride loop runs while i < x.size."]
+        outside = next((p for p in run.problems if "indexed outside" in p), None)
+        if outside:
+            size = re.search(r"with size (\d+)", outside)
+            if size and int(size.group(1)) != n:  # not x: the shared array (one value per thread), or partial
+                problems = [f"a thread indexed an array of {size.group(1)} elements past its end (x has {n}): the shared array holds "
+                            "one value per thread, and the tree's threads t < step read tile[t + step], so step starts at "
+                            "cuda.blockDim.x // 2 (t + step stays below the block's threads)."]
+            else:
+                problems = [f"a thread read x past its end ({n} elements): the grid-stride loop runs while i < x.size."]
             break
         found = run.problems + array_problems(run.got, want, what=f"partial ({blocks} blocks of {threads} threads)", rtol=0.0,
                                               coverage_hint="Launch partial.size blocks; thread 0 of each block writes "
@@ -283,6 +293,10 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
                 found = ["the blocks' sums add up to the sum of x, but each block summed other elements than the grid-stride loop "
                          "gives it: thread t of block b takes x[i] for i = b * threads_per_block + t, then i + cuda.gridsize(1), "
                          "... (a thread that sums a stretch of its own also reads uncoalesced)."]
+            elif np.array_equal(run.got, np.array([host[b * threads:].astype(np.float64).sum() for b in range(blocks)], np.float32)):
+                found = ["each block added every element from its own first one to the end of x: the grid-stride loop steps by "
+                         "one block (cuda.blockDim.x), so the blocks add each other's elements more than once. Step by the whole "
+                         "grid, cuda.gridsize(1) = cuda.blockDim.x * cuda.gridDim.x."]
             elif np.array_equal(run.got, block_sums_reference(host[:blocks * threads], blocks, threads)):
                 found = [f"each thread added only its first element: with {blocks} blocks of {threads} threads and {n} elements, "
                          "a thread adds x[i], x[i + cuda.gridsize(1)], ... while i < x.size (a grid-stride loop)."]
