@@ -120,6 +120,8 @@ def _z_derivative_problems(deriv_z: Callable[..., object], shape: tuple[int, int
         elif planes.size and set(planes) <= set(range(fd.HALO)) | set(range(shape[0] - fd.HALO, shape[0])):
             found = [f"only the planes z = {sorted(int(p) for p in planes)} are wrong: near the two ends the neighbours wrap "
                      "around (the grid is periodic: plane -1 is plane nz - 1)."]
+        elif np.allclose(got, -reference, atol=tolerance):
+            found = ["df has the wrong sign: coefficient c_m multiplies f[z + m] - f[z - m] (the plane ahead minus the plane behind)."]
         elif np.allclose(got * spacing, reference, atol=tolerance * spacing * 4):
             found = ["df is too large by 1/h: the coefficients from stencil.coefficients_for(f, h) already include 1/h."]
     return problems + found
@@ -242,6 +244,9 @@ def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) 
         one_step = fd.heat_step_reference(host, d)
         if np.allclose(got, one_step, atol=4e-6):
             found.append("u_new is one step ahead, not two.")
+        elif np.allclose(got, fd.heat_step_reference(host, 2 * d), atol=4e-6):
+            found.append("u_new is ONE step with twice d: two steps apply the update twice, the second to the first's values "
+                         "at the point and its four neighbours (their first-step values, not u's).")
         else:
             wrong = ~np.isclose(got, want, atol=4e-6)
             edge = np.zeros(shape, bool)
@@ -273,7 +278,11 @@ def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], 
     problems = []
     for n, alpha in ((64, 0.5), (40, 0.3), (9, 0.0)):
         want = fd.nonuniform_coefficients(n, alpha)
-        got = stretched_coefficients(n, alpha)
+        try:
+            got = stretched_coefficients(n, alpha)
+        except Exception as exc:  # any exception is a wrong answer, reported in words
+            problems.append(f"stretched_coefficients({n}, {alpha}) raised {type(exc).__name__}: {exc}")
+            break
         if got is None or not hasattr(got, "shape"):
             problems.append(f"stretched_coefficients({n}, {alpha}) should return an array; got {type(got).__name__}.")
             continue
@@ -292,6 +301,8 @@ def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], 
                 found = [where + "you multiplied by dx/ds; the chain rule needs ds/dx = (1 - alpha/2) / (1 - alpha sin^2(2 pi s))."]
             elif any(np.allclose(got * n, w, rtol=1e-3) or np.allclose(got, w * n, rtol=1e-3) for w in (want, uniform)):
                 found = [where + "off by a factor n: the uniform weights are c_m / ds with ds = 1/n."]
+            elif np.allclose(got[::-1], want, rtol=1e-5):
+                found = [where + "the rows are in reverse order: row 0 holds a (the 4/5 weight), row 3 holds d (-1/280)."]
             elif alpha and np.allclose(got, _stretched_with(n, alpha, np.arange(n) / max(n - 1, 1)), rtol=1e-4):
                 found = [where + "the points are s_i = i / (n - 1); the grid is periodic (point n is point 0), so s_i = i / n."]
         problems += found
@@ -306,6 +317,11 @@ def check_stretched_coefficients(stretched_coefficients: Callable[[int, float], 
 
 #: The block the exercise asks for: BX x BY threads.
 BLOCK = (32, 8)
+
+
+def _block_shape_words(shapes: list[tuple[int, ...]]) -> str:
+    return (f"jacobi_sweep launches blocks of {' and '.join(' x '.join(map(str, shape[:2])) for shape in shapes)} threads; the "
+            f"exercise asks for BX x BY = {BLOCK[0]} x {BLOCK[1]} (32 threads along x: a warp reads one row of the tile).")
 
 
 def jacobi_shapes() -> list[tuple[int, int]]:
@@ -335,11 +351,14 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
             run = run_checked(lambda out, inp: jacobi_sweep(inp, out), shape, np.float32, a, initial=initial,
                               repeats=race_repeats() if number == 0 else 1)
         fail(changed_inputs({"a": a}, {"a": host}) + float64_argument_problems(calls), "Exercise 6.6")
+        launched = sorted({launch.threads for launch in run.launches})
+        if run.problems and launched and (*BLOCK, 1) not in launched:  # a tile sized for 32 x 8 overflows with other blocks
+            fail([_block_shape_words(launched)], "Exercise 6.6")
         found = array_problems(run.got, want, what=f"a_new ({shape[0]} x {shape[1]})", rtol=0.0, atol=2e-6,  # a GPU fuses multiply-adds
                                coverage_hint="Every interior point needs a thread: cover x with the columns and y with the rows, "
                                              "rounding the blocks up.")
         tile_edges = False
-        if found and not np.isnan(run.got).all():
+        if found and not np.isnan(run.got).any():  # elements never written are named as such, not as a tile's edges
             wrong = ~np.isclose(run.got, want, rtol=0.0, atol=2e-6)
             if wrong[[0, -1], :].any() or wrong[:, [0, -1]].any():  # the cause, before what a trace of it shows
                 fail(["boundary points changed: a sweep writes the interior only (1 <= y < ny - 1, 1 <= x < nx - 1); the boundary "
@@ -365,9 +384,7 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     fail(problems[:1], "Exercise 6.6")
     shapes = sorted({launch.threads for launch in trace.launches}) if trace is not None else []
     if shapes and (*BLOCK, 1) not in shapes:  # the sweep's kernel; a helper kernel may have blocks of its own
-        fail([f"jacobi_sweep launches blocks of {' and '.join(' x '.join(map(str, shape[:2])) for shape in shapes)} threads; the "
-              f"exercise asks for BX x BY = {BLOCK[0]} x {BLOCK[1]} (32 threads along x: a warp reads one row of the tile)."],
-             "Exercise 6.6")
+        fail([_block_shape_words(shapes)], "Exercise 6.6")
     checked, racecheck_note = racecheck_problems(jacobi_sweep, arguments)
     problems += checked
     if trace is not None:
