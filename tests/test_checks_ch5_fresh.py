@@ -209,9 +209,13 @@ def stride_of_one_block(x, partial, threads_per_block):
     block_strided[partial.size, threads_per_block, 0, 4 * threads_per_block](x, partial)
 
 
+READS_PAST_SHARED = pytest.mark.skipif(gpucourse.mode.on_gpu(), reason="reads past a block's shared memory: on a GPU that is a "
+                                       "launch error which ends the test process's CUDA context (the simulator names it)")
+
+
 @pytest.mark.parametrize(("answer", "words"), [
     (shared_in_elements, ["counts BYTES, not elements", "4 * threads"]),
-    (tree_from_the_block_size, ["past its end (x has", "cuda.blockDim.x // 2"]),
+    pytest.param(tree_from_the_block_size, ["past its end (x has", "cuda.blockDim.x // 2"], marks=READS_PAST_SHARED),
     (stride_of_one_block, ["steps by one block", "cuda.gridsize(1)"]),
 ])
 def test_fresh_wrong_block_sums_are_named(answer, words):
