@@ -428,3 +428,19 @@ def jacobi_by_edges(a, a_new):
 def test_fresh_right_jacobi_sweeps_pass(answer, capsys):
     ch6.check_jacobi_sweep(answer)
     assert "\u2705 Exercise 6.6" in capsys.readouterr().out
+
+
+def test_a_failed_replay_leaves_no_traceback_in_the_success_line(monkeypatch, capsys):
+    """On a GPU a replay that fails in its simulator process brings back that process's traceback: the ✅ line keeps its error only."""
+    from gpucourse.checks import evidence
+    from gpucourse.checks.trace import ReplayError
+
+    def failed_replay(*args, **kwargs):
+        raise ReplayError('the replay in the simulator failed: Traceback (most recent call last):\n  File "<replay>", line 3, in '
+                          "<module>\n    rebuild()\nValueError: cannot rebuild 'jacobi_sweep'\n")
+
+    monkeypatch.setattr(evidence, "traced_run", failed_replay)
+    ch6.check_jacobi_sweep(jacobi())
+    line = capsys.readouterr().out
+    assert line.startswith("\u2705 Exercise 6.6") and "Traceback" not in line, line
+    assert "could not be traced: the replay in the simulator failed: ValueError: cannot rebuild 'jacobi_sweep')" in line, line
