@@ -308,15 +308,14 @@ def endless_next_fast_size(n):
         m += 1
 
 
-def test_a_host_function_that_never_returns_gets_a_message_naming_the_call(monkeypatch):
-    monkeypatch.setitem(guard.CHECK_SECONDS, "simulator", 2.0)
-    monkeypatch.setitem(guard.CHECK_SECONDS, "gpu", 2.0)
+def test_a_host_function_that_never_returns_gets_a_message_naming_the_call():
+    """7.1 gives each call of the answer its own limit (ch7.CALL_SECONDS, inside the check's): the real limit, not a lowered one."""
     start = time.monotonic()
-    with pytest.raises(guard.CheckTimedOut) as stopped:
+    with pytest.raises(CheckFailed) as stopped:
         ch7.check_next_fast_size(endless_next_fast_size)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < ch7.CALL_SECONDS + 5
     message = str(stopped.value)
-    assert "endless_next_fast_size(n=1000) did not return within 2 s" in message and "line" in message
+    assert re.search(rf"endless_next_fast_size\(n=\d+\) did not return within {ch7.CALL_SECONDS:.0f} s", message)
     body, first = inspect.getsourcelines(endless_next_fast_size)  # the line named is wherever the loop was when stopped
     named = re.search(r"at line (\d+), `(.+?)`", message)
     assert named and body[int(named.group(1)) - first].strip() == named.group(2)
