@@ -267,7 +267,7 @@ def wrong_shift(comm, send, recv):
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (scribbles_on_send, ["send array changed", "never written"]),
+    (scribbles_on_send, ["changed rank", "'s send in place", "must be left as it was"]),
     (all_into_own_slot, ["holds the block of rank", "receive from rank p into recv[p]"]),
     (sends_grouped_receives_after, ["deadlock"]),
     (wrong_shift, ["with 3 ranks", "holds the block of rank"]),

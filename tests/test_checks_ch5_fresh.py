@@ -216,7 +216,7 @@ READS_PAST_SHARED = pytest.mark.skipif(gpucourse.mode.on_gpu(), reason="reads pa
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (shared_in_elements, ["counts BYTES, not elements", "4 * threads"]),
+    (shared_in_elements, ["a size in bytes, not in elements", "kernel[blocks, threads, 0, 4 * threads]"]),
     pytest.param(tree_from_the_block_size, ["past its end (x has", "cuda.blockDim.x // 2"], marks=READS_PAST_SHARED),
     (stride_of_one_block, ["steps by one block", "cuda.gridsize(1)"]),
 ])
@@ -400,9 +400,9 @@ def payoffs_with(python_discount=False, guard=True, overwrite=False):
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (payoffs_with(python_discount=True), ["gets `discount`", "float64", "np.float32(value)"]),
+    (payoffs_with(python_discount=True), ["as `discount`: Numba compiles that parameter as float64", "numpy.float32(value)"]),
     (payoffs_with(guard=False), ["Threads past the end must not write", "bounds check"]),
-    (payoffs_with(overwrite=True), ["changed its input `z`"]),
+    (payoffs_with(overwrite=True), ["changed z in place"]),
 ])
 def test_fresh_wrong_payoffs_are_named(answer, words):
     message = caught(ch5.check_payoffs, answer)
@@ -482,7 +482,7 @@ def kahan_sorted_in_place(x):
 @pytest.mark.parametrize(("answer", "words"), [
     (kahan_through_python_floats, ["float64", "float32"]),
     (running_sum, ["plain float32 sum"]),
-    (kahan_sorted_in_place, ["changed its input `x`"]),
+    (kahan_sorted_in_place, ["kahan_sorted_in_place changed x in place"]),
 ])
 def test_fresh_wrong_kahan_sums_are_named(answer, words):
     message = caught(ch5.check_kahan, answer)

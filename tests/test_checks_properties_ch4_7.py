@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from gpucourse import fft, mode
 from gpucourse.checks import CheckFailed, ch4, ch5, ch6, ch7
-from gpucourse.checks.cases import sizes_around
 from gpucourse.multigpu import model as M
 
 FEW = settings(max_examples=25, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -245,8 +244,3 @@ def test_6_6_the_meshes_straddle_the_block():
     shapes = ch6.jacobi_shapes()
     assert any((ny - 2) % ch6.BLOCK[1] == 0 and (nx - 2) % ch6.BLOCK[0] == 0 for ny, nx in shapes)
     assert any((ny - 2) % ch6.BLOCK[1] and (nx - 2) % ch6.BLOCK[0] for ny, nx in shapes)
-
-
-def test_sizes_around_gives_each_multiple_and_its_neighbours():
-    assert sizes_around([32, 64]) == [31, 32, 33, 63, 64, 65]
-    assert sizes_around([1], least=1) == [1, 2]
