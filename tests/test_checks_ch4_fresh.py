@@ -12,19 +12,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from answers_common import caught
 
-from gpucourse.checks import CheckFailed, ch4
+from gpucourse.checks import ch4
 from gpucourse.multigpu import model as M
-
-
-def caught(check, *answers) -> str:
-    """The check's message for a wrong answer, asserted short (at most five lines)."""
-    with pytest.raises(CheckFailed) as failed:
-        check(*answers)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    return message
-
 
 # --- 4.1 -----------------------------------------------------------------------------------------
 

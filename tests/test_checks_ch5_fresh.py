@@ -10,22 +10,16 @@ import math
 
 import numpy as np
 import pytest
+from answers_common import caught
 from numba import cuda, float32
+from test_checks_ch5 import partial_sums
 
 import gpucourse
-from gpucourse.checks import CheckFailed, ch5
+from gpucourse.checks import ch5
 
 TPB = gpucourse.problem_size("ch5_threads_per_block")
 #: At most this many blocks: few in the simulator (each thread is a Python thread), enough to fill a GPU there (5.3 is timed).
 MOST_BLOCKS = 1024 if gpucourse.mode.on_gpu() else 8
-
-
-def caught(check, answer) -> str:
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    return message
 
 
 # --- kernels shared by several answers --------------------------------------------------------------
@@ -34,26 +28,6 @@ def caught(check, answer) -> str:
 @cuda.jit
 def store_value(result, value):
     result[0] = value
-
-
-@cuda.jit
-def block_tree(x, partial):
-    """A block's grid-stride sum, then a tree in a shared array of TPB values, written to partial[block]."""
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    total = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        total += x[i]
-    cache[t] = total
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = cache[0]
 
 
 @cuda.jit
@@ -119,7 +93,7 @@ def second_pass_without_loop(x, result):
     """Wrong: as many blocks as the data asks for, but the second pass adds only the first TPB partial sums."""
     blocks = math.ceil(x.size / TPB)
     partial = cuda.device_array(blocks, np.float32)
-    block_tree[blocks, TPB](x, partial)
+    partial_sums[blocks, TPB](x, partial)
     one_per_thread[1, TPB](partial, result)
 
 
@@ -147,7 +121,7 @@ def one_launch_of_atomics(x, result):
 def one_block_then_copy(x, result):
     """Right, another way: a single block strides over everything into its partial sum, copied to result on the device."""
     partial = cuda.device_array(1, np.float32)
-    block_tree[1, TPB](x, partial)
+    partial_sums[1, TPB](x, partial)
     result[:1] = partial[:1]
 
 

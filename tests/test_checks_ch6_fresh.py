@@ -8,20 +8,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from answers_common import caught
 from numba import cuda, float32
+from test_checks_ch6 import z_point_kernel
 
 from gpucourse import finite_difference as fd
-from gpucourse.checks import CheckFailed, ch6
+from gpucourse.checks import ch6
 from gpucourse.kernels import stencil
-
-
-def caught(check, answer) -> str:
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    return message
-
 
 # --- 6.1 -----------------------------------------------------------------------------------------
 
@@ -115,19 +108,9 @@ def test_fresh_wrong_z_derivatives_are_named(answer, words):
     assert all(word in message for word in words), message
 
 
-@cuda.jit
-def z_point_3d(f, df, a, b, c, d):
-    """Right, another way: a 3D grid, one thread per point, x fastest."""
-    i, j, k = cuda.grid(3)
-    nz, ny, nx = f.shape
-    if i < nx and j < ny and k < nz:
-        df[k, j, i] = (a * (f[(k + 1) % nz, j, i] - f[(k - 1) % nz, j, i]) + b * (f[(k + 2) % nz, j, i] - f[(k - 2) % nz, j, i])
-                       + c * (f[(k + 3) % nz, j, i] - f[(k - 3) % nz, j, i]) + d * (f[(k + 4) % nz, j, i] - f[(k - 4) % nz, j, i]))
-
-
 def z_by_points(f, df, coefficients):
     nz, ny, nx = f.shape
-    z_point_3d[(math.ceil(nx / 16), math.ceil(ny / 4), math.ceil(nz / 2)), (16, 4, 2)](f, df, *coefficients)
+    z_point_kernel[(math.ceil(nx / 16), math.ceil(ny / 4), math.ceil(nz / 2)), (16, 4, 2)](f, df, *coefficients)
 
 
 @cuda.jit
