@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from answers_common import caught
 from numba import cuda, float32
-from test_checks_ch5 import partial_sums
+from test_checks_ch5 import make_atomic, partial_sums
 
 import gpucourse
 from gpucourse.checks import ch5
@@ -313,23 +313,7 @@ def test_fresh_wrong_atomic_sums_are_named(answer, words):
     assert all(word in message for word in words), message
 
 
-@cuda.jit
-def tree_then_atomic(x, total):
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    total_here = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        total_here += x[i]
-    cache[t] = total_here
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        cuda.atomic.add(total, 0, cache[0])
+tree_then_atomic = make_atomic("atomic")  # a grid-stride loop, a shared tree per block, one atomic from thread 0
 
 
 def tree_atomic_sum(x, total):

@@ -17,6 +17,7 @@ import pytest
 from answers_common import caught
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_checks_ch7 import smooth
 
 from gpucourse import fft, mode
 from gpucourse.checks import ch4, ch5, ch6, ch7
@@ -152,17 +153,7 @@ def test_4_2_the_cases_cover_every_gpu_count_exchange_and_both_verdicts():
 
 
 def smooth_over(primes):
-    def next_size(n):
-        m = n
-        while True:
-            rest = m
-            for p in primes:
-                while rest % p == 0:
-                    rest //= p
-            if rest == 1:
-                return m
-            m += 1
-    return next_size
+    return lambda n: smooth(n, primes)
 
 
 @FEW

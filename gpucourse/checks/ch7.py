@@ -85,24 +85,11 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     passed(f"Exercise 7.1: next_fast_size is right for {len(FAST_SIZE_CASES)} sizes, from 1 to {FAST_SIZE_CASES[-1]}.")
 
 
-def _next_smooth(n: int, primes: tuple[int, ...]) -> int:
-    """The smallest m >= n whose only prime factors are `primes`."""
-    m = n
-    while True:
-        rest = m
-        for p in primes:
-            while rest % p == 0:
-                rest //= p
-        if rest == 1:
-            return m
-        m += 1
-
-
 def _fewer_factors(answers: dict[int, int]) -> list[str]:
     """Words for answers that are the next size over fewer primes than 2, 3, 5 and 7 (empty if none fits every case)."""
     for count in (3, 2):  # a single prime, 2, is the power of two that the per-size words name better
         for primes in itertools.combinations((2, 3, 5, 7), count):
-            if all(_next_smooth(n, primes) == m for n, m in answers.items()):
+            if all(fft.next_fast_size(n, primes) == m for n, m in answers.items()):
                 missing = sorted(set((2, 3, 5, 7)) - set(primes))
                 return [f"your sizes have only the prime factors {', '.join(map(str, primes))}: {', '.join(map(str, missing))} "
                         f"{'are' if len(missing) > 1 else 'is'} missing. cuFFT is fast for every 2^a 3^b 5^c 7^d (next_fast_size(97) "
