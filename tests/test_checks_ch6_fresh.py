@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from answers_common import caught
 from numba import cuda, float32
-from test_checks_ch6 import z_point_kernel
+from test_checks_ch6 import BX, BY, TILE, jacobi_flat_tile, z_point_kernel
 
 from gpucourse import finite_difference as fd
 from gpucourse.checks import ch6
@@ -335,38 +335,24 @@ def test_fresh_right_stretched_weights_pass(answer, capsys):
 
 # --- 6.6 -----------------------------------------------------------------------------------------
 
-BX, BY = 32, 8
-TILE = (BY + 2, BX + 2)
 EDGE, CORNER = np.float32(0.2), np.float32(0.05)
 
 
 @cuda.jit
-def jacobi_flat_tile(a, a_new, edge, corner, write_back):
-    """A tile loaded by a flat walk over its (BY + 2) x (BX + 2) points, BX * BY at a time."""
-    t = cuda.shared.array(TILE, float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    ny, nx = a.shape
-    x0, y0 = cuda.blockIdx.x * BX - 1, cuda.blockIdx.y * BY - 1
-    for k in range(ty * BX + tx, (BY + 2) * (BX + 2), BX * BY):
-        r, c = k // (BX + 2), k % (BX + 2)
-        if 0 <= y0 + r < ny and 0 <= x0 + c < nx:
-            t[r, c] = a[y0 + r, x0 + c]
-    cuda.syncthreads()
-    i, j = x0 + 1 + tx, y0 + 1 + ty
-    if 0 < i < nx - 1 and 0 < j < ny - 1:
-        r, c = ty + 1, tx + 1
-        value = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
-                 + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
-        a_new[j, i] = value
-        if write_back:
-            a[j, i] = value
+def copy_back(a, a_new):
+    """A mistake after a right sweep: the result copied back into the input."""
+    i, j = cuda.grid(2)
+    if j < a.shape[0] and i < a.shape[1]:
+        a[j, i] = a_new[j, i]
 
 
 def jacobi(blocks_rounded_down=False, block=(BX, BY), write_back=False):
     def jacobi_sweep(a, a_new):
         ny, nx = a.shape
         grid = ((nx - 2) // BX, (ny - 2) // BY) if blocks_rounded_down else (math.ceil(nx / block[0]), math.ceil(ny / block[1]))
-        jacobi_flat_tile[grid, block](a, a_new, EDGE, CORNER, write_back)
+        jacobi_flat_tile[grid, block](a, a_new, EDGE, CORNER)
+        if write_back:
+            copy_back[grid, block](a, a_new)
     return jacobi_sweep
 
 

@@ -11,12 +11,12 @@ each such kernel in the simulator would cost minutes and show no more.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import pytest
 from answers_common import caught
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_checks_ch4_fresh import first_principles_ms
 from test_checks_ch7 import smooth
 
 from gpucourse import fft, mode
@@ -74,22 +74,6 @@ def test_4_1_any_change_to_the_callers_list_is_caught(change):
 # --- 4.2: does splitting pay? ---------------------------------------------------------------------
 
 
-def by_the_text_ms(problem, gpus, machine) -> float:
-    """The exercise's estimate from its words, in exact fractions (bytes, GB = 1e9 bytes, µs)."""
-    share = Fraction(problem.data_bytes) / gpus
-    body = max(2 * share / (Fraction(machine.hbm_gbs) * 10**9), Fraction(problem.flops) / gpus / (Fraction(machine.tflops) * 10**12))
-    if gpus == 1 or problem.exchange == "none":
-        sent, messages = Fraction(0), 0
-    elif problem.exchange == "halo":
-        messages = 1 if gpus == 2 else 2
-        sent = messages * Fraction(problem.halo_bytes)
-    else:
-        messages, sent = gpus - 1, share * (gpus - 1) / gpus
-    link = sent / (Fraction(machine.link_gbs) * 10**9)
-    steps_us = (problem.launches + messages) * Fraction(machine.launch_us) + messages * Fraction(machine.latency_us)
-    return float((body + link) * 1000 + steps_us / 1000)
-
-
 problems = st.builds(
     lambda exchange, size, flops, halo, launches: M.Problem("generated", size, flops=flops, exchange=exchange,
                                                            halo_bytes=halo if exchange == "halo" else 0.0, launches=launches),
@@ -102,18 +86,18 @@ machines = st.builds(lambda hbm, link, launch, latency, tflops: M.Machine(hbm, l
 @given(problems, st.integers(1, 8), machines)
 @example(ch4._TRANSPOSE, 4, M.H100_NVSWITCH).via("notebook 4.3's transpose on 4 H100s")
 def test_4_2_the_model_the_check_compares_with_is_the_exercise_text(problem, gpus, machine):
-    assert M.split_estimate_ms(problem, gpus, machine) == pytest.approx(by_the_text_ms(problem, gpus, machine), rel=1e-9)
+    assert M.split_estimate_ms(problem, gpus, machine) == pytest.approx(first_principles_ms(problem, gpus, machine), rel=1e-9)
 
 
 def verdict(problem, gpus, machine):
-    return by_the_text_ms(problem, gpus, machine) < by_the_text_ms(problem, 1, machine)
+    return first_principles_ms(problem, gpus, machine) < first_principles_ms(problem, 1, machine)
 
 
 @FEW
 @given(st.integers(1, 8), st.sampled_from([1.003, 0.997, 1.02, 1.5]))
 def test_4_2_a_slip_at_any_one_gpu_count_is_caught(slipped, factor):
     def answer(problem, gpus, machine):
-        return by_the_text_ms(problem, gpus, machine) * (factor if gpus == slipped else 1)
+        return first_principles_ms(problem, gpus, machine) * (factor if gpus == slipped else 1)
     assert f"on {slipped} GPU" in caught(ch4.check_split_estimate, answer, verdict)
 
 
@@ -136,7 +120,7 @@ def test_4_2_a_verdict_that_looks_at_a_power_of_two_is_caught(rounding):
     def answer_pays(problem, gpus, machine):
         exponent = {"down": math.floor, "up": math.ceil, "nearest": round}[rounding](math.log2(gpus))
         return verdict(problem, 2**exponent, machine)
-    assert "splitting pays when the split run is faster" in caught(ch4.check_split_estimate, by_the_text_ms, answer_pays)
+    assert "splitting pays when the split run is faster" in caught(ch4.check_split_estimate, first_principles_ms, answer_pays)
 
 
 def test_4_2_the_cases_cover_every_gpu_count_exchange_and_both_verdicts():
