@@ -197,6 +197,22 @@ def test_fresh_right_tiles_pass(answer, capsys):
 # --- 6.4 -----------------------------------------------------------------------------------------
 
 
+@cuda.jit(device=True)
+def two_steps_from_local_values(u, j, i, d, four):
+    """Two explicit steps at the interior point (j, i): the first step at it and at its north, west, east and south
+    neighbours in a local array (a boundary neighbour keeps its value), then the second step from them."""
+    ny, nx = u.shape
+    first = cuda.local.array(5, float32)
+    for n in range(5):
+        jj = j + (0, -1, 0, 0, 1)[n]
+        ii = i + (0, 0, -1, 1, 0)[n]
+        v = u[jj, ii]
+        if 0 < ii < nx - 1 and 0 < jj < ny - 1:
+            v = v + d * ((((u[jj - 1, ii] + u[jj, ii - 1]) + u[jj, ii + 1]) + u[jj + 1, ii]) - four * v)
+        first[n] = v
+    return first[0] + d * ((((first[1] + first[2]) + first[3]) + first[4]) - four * first[0])
+
+
 @cuda.jit
 def heat_inline(u, u_new, d, four, twice_d_once, write_back):
     i, j = cuda.grid(2)
@@ -207,15 +223,7 @@ def heat_inline(u, u_new, d, four, twice_d_once, write_back):
             if twice_d_once:
                 x = x + (d + d) * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * x)
             else:
-                first = cuda.local.array(5, float32)  # the first step at the point, north, west, east, south
-                for n in range(5):
-                    jj = j + (0, -1, 0, 0, 1)[n]
-                    ii = i + (0, 0, -1, 1, 0)[n]
-                    v = u[jj, ii]
-                    if 0 < ii < nx - 1 and 0 < jj < ny - 1:
-                        v = v + d * ((((u[jj - 1, ii] + u[jj, ii - 1]) + u[jj, ii + 1]) + u[jj + 1, ii]) - four * v)
-                    first[n] = v
-                x = first[0] + d * ((((first[1] + first[2]) + first[3]) + first[4]) - four * first[0])
+                x = two_steps_from_local_values(u, j, i, d, four)
         u_new[j, i] = x
         if write_back:
             u[j, i] = x
@@ -240,7 +248,7 @@ def test_fresh_wrong_heat_steps_are_named(answer, words):
 
 
 def heat_inline_right(u, u_new, d):
-    """Right, another way: the five first-step values in a local array, no device function."""
+    """Right, another way: the five first-step values in a local array, in a device function."""
     heat(python_d=False)(u, u_new, d)
 
 
@@ -262,15 +270,7 @@ def heat_strided(u, u_new, d, four):
                     cc = c + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * c)
                     u_new[j, i] = cc + d * ((((cn + cw) + ce) + cs) - four * cc)
                 else:  # next to the boundary: the boundary's values stay, so only the inner neighbours move
-                    vals = cuda.local.array(5, float32)
-                    for n in range(5):
-                        jj = j + (0, -1, 0, 0, 1)[n]
-                        ii = i + (0, 0, -1, 1, 0)[n]
-                        v = u[jj, ii]
-                        if 0 < ii < nx - 1 and 0 < jj < ny - 1:
-                            v = v + d * ((((u[jj - 1, ii] + u[jj, ii - 1]) + u[jj, ii + 1]) + u[jj + 1, ii]) - four * v)
-                        vals[n] = v
-                    u_new[j, i] = vals[0] + d * ((((vals[1] + vals[2]) + vals[3]) + vals[4]) - four * vals[0])
+                    u_new[j, i] = two_steps_from_local_values(u, j, i, d, four)
             else:
                 u_new[j, i] = u[j, i]
 
