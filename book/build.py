@@ -587,8 +587,8 @@ VERSIONS_DICT = re.compile(r"^(\s*-\s*versions:\s*)(\{.*\})\s*$", re.M)
 
 
 def readable_record(text: str) -> str:
-    """A record page as a reader should meet it: versions as words, not a Python dict; issue numbers out of its title; a run
-    that failed says so at its top, in words."""
+    """A record page as a reader should meet it: versions as words, not a Python dict; issue numbers out of its title; Numba's
+    occupancy warnings left out; a run that failed says so at its top, in words."""
     import ast
 
     def versions(match: re.Match) -> str:
@@ -598,7 +598,7 @@ def readable_record(text: str) -> str:
             return match.group(0)
         return match.group(1) + ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else match.group(0)
 
-    text = VERSIONS_DICT.sub(versions, text)
+    text = OCCUPANCY_WARNING.sub("", VERSIONS_DICT.sub(versions, text))  # Numba's occupancy warning is noise in a record's log too
     text = re.sub(r"^(#\s+.*?)\s*\((?:issues?|#)\s*\d+[^)]*\)\s*$", r"\1", text, count=1, flags=re.M)
     failed = re.findall(r"\*\*This chapter's measurements failed:\*\*\s*`([^`]*)`", text)
     if failed:

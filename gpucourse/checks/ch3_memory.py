@@ -27,6 +27,7 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
+from .launches import c_float64_problems
 from .properties import changed_input_problems, edge_sizes, no_kernel_problem, sizes_from, smallest_failure
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2, gpu_only_note, record
@@ -532,7 +533,6 @@ def _gpu_kernel_problems(made: dict[str, object], x, y) -> tuple[list[str], str]
 # in the simulator a stand-in CuPy records them and builds nothing).
 
 #: A floating literal of C without the f suffix (1.0, .5, 2e3): a double, which turns float arithmetic into double.
-DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)(?![\w.])")
 WIDE_TYPE = re.compile(r"\b(float64|double|complex128|complex<double>)\b")
 
 
@@ -602,12 +602,7 @@ def _declared_problems(signatures: list[str], made: list[tuple[str, tuple, dict]
                                 "float32 arrays set).")
         for name in names[2:5]:  # the C code (a ReductionKernel's identity is a value, converted to the output's type)
             code = str(parts.get(name, ""))
-            literal = DOUBLE_LITERAL.search(code)
-            if literal or WIDE_TYPE.search(code):
-                what = f"the literal {literal.group(0)}, a double" if literal else "a double"
-                fix = f"{literal.group(0)}f (a float32 literal)" if literal else "float"
-                problems.append(f"your {kind}'s C code `{code}` holds {what}: it turns the float arithmetic into double. Write "
-                                f"{fix} instead.")
+            problems += c_float64_problems(code, f"your {kind}'s C code `{code}`")
     return problems
 
 
