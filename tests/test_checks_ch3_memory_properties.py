@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from answers_common import caught, passes
+from answers_common import caught, passes, passes_or_named_slow
 from numba import cuda, float32
 from test_checks_ch3_memory import scale_coalesced
 
@@ -96,7 +96,9 @@ def scale_with_helper(out, a, factor):
 
 @pytest.mark.parametrize("answer", [scale_grid_stride, scale_with_helper])
 def test_scale_matrix_right_answers_pass(answer, capsys):
-    passes(ch3_memory.check_scale_matrix, answer, capsys=capsys, exercise="3.1")
+    """A grid-stride loop with one element per thread is right; on a GPU it may be slow, and then the loop's set-up is named
+    (measurements/gridstride/2026-11-29_h200.md)."""
+    passes_or_named_slow(ch3_memory.check_scale_matrix, answer, capsys=capsys, exercise="3.1", cause=r"integer division|trip count")
 
 
 # --- Exercise 3.2 ------------------------------------------------------------------------------------
@@ -347,7 +349,7 @@ def reduction_of(in_params="float32 d", out_params="float32 m", map_expr="d", re
     ((rel_diff_float, ufunc_of("float32(float32, float32)"), elementwise_of(), reduction_of()), ("computes in float64", "line")),
     ((rel_diff, ufunc_of("float64(float32, float32)"), elementwise_of(), reduction_of()), ("signature is float64\\(float32",)),
     ((rel_diff, ufunc_of("float32(float32, float32)"), elementwise_of(code="d = (double)fabsf(x - y) / (fabsf(x) + fabsf(y) + 1.0f)"),
-      reduction_of()), ("ElementwiseKernel's C code", "a double")),
+      reduction_of()), ("ElementwiseKernel's C code", "double")),
     ((rel_diff, ufunc_of("float32(float32, float32)"), elementwise_of(in_params="float64 x, float64 y"), reduction_of()),
      ("declares in_params \"float64 x, float64 y\"",)),
     ((rel_diff, ufunc_of("float32(float32, float32)"), elementwise_of(), reduction_of(map_expr="d * 1.0")),

@@ -6,6 +6,7 @@ that does about n² work named. The same tests run in the simulator and on a GPU
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,7 +180,7 @@ def payoffs_python_float(z, out, S, E, r, sigma, T):
 
 
 def test_a_python_float_argument_is_a_float64_parameter():
-    with pytest.raises(CheckFailed, match=r"payoffs_sqrt_given was launched with the float64 value 1\.414\d* .* as `sqrt_t`"):
+    with pytest.raises(CheckFailed, match=r"payoffs_sqrt_given was launched with the (?:float64 value|Python float) 1\.414\d* .* as `sqrt_t`"):
         ch5.check_payoffs(payoffs_python_float)
 
 
@@ -330,3 +331,20 @@ def test_the_work_counted_in_a_replay_is_the_work_counted_here():
     if mode.is_simulator():
         assert replayed == work._counts_here(launchers, arguments)
     assert replayed[0][1] > 3.5 * replayed[0][0] and replayed[1][1] == 2 * replayed[1][0]
+
+
+def test_numba_s_own_kernels_are_no_answer_s_work():
+    """A strided device-array copy launches Numba's own kernel on a GPU (none in the simulator): not recorded as the answer's."""
+    import numba.cuda
+
+    from gpucourse.checks.launches import _numba_internal
+
+    inside = Path(numba.cuda.__file__).resolve().parents[1] / "cuda" / "cudadrv" / "devicearray.py"
+    namespace: dict = {}
+    exec(compile("def assign(lhs, rhs):\n    pass\n", str(inside), "exec"), namespace)  # a function as Numba's file defines it
+    assert _numba_internal(namespace["assign"])
+    assert not _numba_internal(ch1._add_reference) and not _numba_internal(add_guarded_for_numba_test)
+
+
+def add_guarded_for_numba_test(out, x):  # an answer's function, defined in a test module
+    out[0] = x[0]

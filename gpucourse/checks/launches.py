@@ -82,6 +82,8 @@ def recorded_launches(dry: bool = False) -> Iterator[list[RecordedLaunch]]:
         original = dispatcher._LaunchConfiguration.__call__
 
         def call(self, *args):
+            if _numba_internal(self.dispatcher):  # Numba's own kernels (a strided copy's): part of a copy, as in the simulator
+                return original(self, *args)
             launches.append(RecordedLaunch(self.dispatcher, _dims3(self.griddim), _dims3(self.blockdim), args, int(self.sharedmem or 0)))
             return None if dry else original(self, *args)
 
@@ -319,6 +321,16 @@ def _written_outside_package(code) -> bool:
     if code.co_filename.startswith("<"):  # <ipython-input-...>, <string>: code typed in a cell or given to exec
         return True
     return not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
+
+
+def _numba_internal(kernel) -> bool:
+    """Whether a kernel is one of Numba's own (the kernel a strided device-array copy launches on a GPU; the simulator copies
+    without one): not the answer's work, and not recorded."""
+    import numba.cuda
+
+    code = getattr(python_function(kernel), "__code__", None)
+    where = Path(numba.cuda.__file__).resolve().parents[1]  # numba-cuda's `numba` folder (numba_cuda/numba)
+    return code is not None and not code.co_filename.startswith("<") and Path(code.co_filename).resolve().is_relative_to(where)
 
 
 def written_by_answer(kernel) -> bool:
