@@ -221,8 +221,12 @@ def test_a_step_left_incomplete_goes_on_in_a_later_call(tmp_path):
     calls[1]["steps"]["chapters"] = {**failing, "seconds": 1}
     merged = gpu_ci.merge(calls)["steps"]["chapters"]
     assert merged["status"] == "failed" and merged["not_run"] == ["chapters/07_fft/04_n.ipynb"]
-    calls[0]["steps"]["chapters"] = {**second, "seconds": 1}  # a step finished before: the later call's alone
-    assert gpu_ci.merge(calls)["steps"]["chapters"]["counts"]["notebooks"] == 1
+    calls[0]["steps"]["chapters"] = {**second, "seconds": 1}  # a step finished before keeps its notebooks; the later run of one wins
+    merged = gpu_ci.merge(calls)["steps"]["chapters"]
+    assert merged["counts"]["notebooks"] == 4 and merged["status"] == "failed"
+    other = gpu_ci.chapters_result([{**row("01_n"), "notebook": "chapters/01_introduction/01_n.ipynb"}], [])
+    calls[1]["steps"]["chapters"] = {**other, "seconds": 1}  # another chapter in a later call: added, never in place of the first
+    assert gpu_ci.merge(calls)["steps"]["chapters"]["counts"]["notebooks"] == 5
 
 
 def test_file_puts_the_record_where_the_site_reads_it(tmp_path):

@@ -1114,11 +1114,12 @@ def merge(records: list[dict]) -> dict:
 
 
 def combine(name: str, earlier: dict, later: dict) -> dict:
-    """A step that one call left incomplete and a later call went on with: the notebooks of both (the later run of each).
+    """A step of notebooks that two calls ran (each its own chapters, or one going on where the other stopped): the notebooks
+    of both, the later run of each. A record never loses a notebook a call of it ran.
 
-    Other steps, and a step the earlier call finished, are the later call's alone.
+    Other steps (tests, report, leaks) are the later call's alone.
     """
-    if earlier.get("status") != "incomplete" or name not in ("chapters", "solutions", "solutions-small"):
+    if name not in ("chapters", "solutions", "solutions-small"):
         return later
     by_notebook = {row["notebook"]: row for row in earlier["notebooks"]} | {row["notebook"]: row for row in later["notebooks"]}
     rows = [by_notebook[n] for n in sorted(by_notebook)]
