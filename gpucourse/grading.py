@@ -116,12 +116,16 @@ def check_cells(nb: Any) -> list[Any]:
 
 
 def failed_output(text: str) -> list[Any]:
-    """A check cell's outputs for a failed verdict: the check's printed lines, then its message as the cell's error."""
+    """A check cell's outputs for a failed verdict: the lines the check printed, then its message (from the first \u274c) as the error."""
     lines = text.rstrip("\n").split("\n")
-    printed = [line for line in lines if not line.startswith("\u274c")]
-    message = "\n".join(lines[len(printed):] if len(printed) < len(lines) else lines)
-    outputs = [new_output("stream", name="stdout", text="\n".join(printed) + "\n")] if printed and len(printed) < len(lines) else []
-    return [*outputs, new_output("error", ename="CheckFailed", evalue=message.removeprefix("\u274c "), traceback=[message])]
+    at = next((i for i, line in enumerate(lines) if line.startswith("\u274c")), 0)
+    message = "\n".join(lines[at:])
+    printed = [new_output("stream", name="stdout", text="\n".join(lines[:at]) + "\n")] if at else []
+    return [*printed, new_output("error", ename="CheckFailed", evalue=message.removeprefix("\u274c "), traceback=[message])]
+
+
+#: Added to a failed verdict whose cell printed a pass in the notebook's own run (a pass the answer forged, or a check that differs).
+UNCONFIRMED = "(Your notebook's own run printed a pass for this check; recomputed apart from your code, it failed.)"
 
 
 class GradeApart(NbGraderPreprocessor):
@@ -148,7 +152,10 @@ class GradeApart(NbGraderPreprocessor):
             if verdict["passed"] is None:  # judged in the notebook's own run (remote.JUDGED_IN_NOTEBOOK): its outputs stand
                 self.log.info("Check %s: %s", cell.metadata["nbgrader"]["grade_id"], verdict["text"])
             elif not verdict["passed"]:
-                cell.outputs = failed_output(verdict["text"])
+                forged = any("\u2705" in str(output.get("text", "")) for output in cell.outputs)
+                if forged:  # the notebook's own run printed a pass the grader did not confirm: say so, for the instructor
+                    self.log.warning("Check %s: the notebook printed a pass; recomputed apart it failed", cell.metadata["nbgrader"]["grade_id"])
+                cell.outputs = failed_output(verdict["text"] + (f"\n{UNCONFIRMED}" if forged else ""))
             elif not any(output.output_type == "error" for output in cell.outputs):
                 cell.outputs = [new_output("stream", name="stdout", text=verdict["text"])]
             else:  # passed apart, failed in the notebook: the notebook's error stands (a score of 0), with a word on why

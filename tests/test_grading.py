@@ -1,4 +1,9 @@
-"""nbgrader end to end, as the README's instructor section says: release every solution notebook, autograde, feedback."""
+"""nbgrader end to end, as the README's instructor section says: release every solution notebook, autograde, feedback.
+
+Autograde scores each check from the grader's verdict, computed in a fresh process from the notebook run's
+transcripts (gpucourse.checks.remote): a submission whose answers fool the checks in its own kernel (here with
+the course's screen switched off, standing for a route the screen misses) still scores 0.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,9 @@ BIN = Path(sys.executable).parent  # the venv's bin/: nbgrader runs alembic from
 SOLUTIONS = sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb"))
 
 
-def nbgrader(course: Path, *args: str) -> str:
+def nbgrader(course: Path, *args: str, env: dict | None = None) -> str:
     """Run one nbgrader command in `course` as the README does (venv activated); fail on any logged error."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, **(env or {}), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
@@ -176,3 +181,109 @@ def test_autograde_refuses_every_tampered_cell_before_it_runs(autograded):
     assert not any(out["output_type"] == "error" for out in setup["outputs"])
     feedback = (course / "feedback" / "tampered" / stem / f"{stem}.html").read_text()
     assert "refuse code that could change them" in feedback
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers that fool the checks in their own kernel: the screen switched off, the grader apart still scores them 0
+
+#: An IPython start-up file for the kernel: the screen of answer cells never starts (a route it misses, for every cell).
+NO_SCREEN = """
+import gpucourse.checks.guard as _guard
+
+_guard.install = lambda shell, earlier=(): None
+_guard.earlier_refusal = lambda sources: None
+"""
+
+#: The course's config, then the screen of submitted cells left out of autograde's sanitizing steps.
+NO_SCREEN_CONFIG = """
+c.Autograde.sanitize_preprocessors = [step for step in c.Autograde.sanitize_preprocessors if step.__name__ != "ScreenCells"]
+"""
+
+SILENCED_CHECK = WRONG_ADD + """
+
+import gpucourse.checks.ch1 as checks
+
+checks.fail = lambda problems, exercise: None  # every failure of the chapter's checks silenced
+"""
+
+REPLACED_CHECK = """
+def scale_rows(out, matrix, factors):
+    pass
+
+
+ch1.check_scale_rows = lambda answer: print("\u2705 Exercise 1.2: scale_rows is right.")  # the check itself replaced
+"""
+
+BLINDED_CHECK = """
+@cuda.jit
+def fill_kernel(out):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = 3 * i  # off by one everywhere
+
+
+import gpucourse.checks.ch1 as checks
+
+checks.array_problems = lambda *args, **kwargs: []  # the comparison with the reference, and the trace's, made blind
+checks.rewritten = lambda trace, name: (0, 0)
+checks.coalescing_problems = lambda *args, **kwargs: []
+"""
+
+
+def unscreened_submission(released: dict) -> dict:
+    """Exercise notebook 1 with four answers that each print the check's pass in their own kernel, all wrong."""
+    notebook = json.loads(json.dumps(released))
+    answer_cell(notebook, "add_arrays")["source"] = SILENCED_CHECK  # 1.1
+    answer_cell(notebook, "scale_rows")["source"] = REPLACED_CHECK  # 1.2
+    stub = next(cell for cell in notebook["cells"] if "cuda.gridsize(1)" in "".join(cell["source"])
+                and "NotImplementedError" in "".join(cell["source"]))
+    stub["source"] = BLINDED_CHECK  # 1.3
+    answer_cell(notebook, "launch_config")["source"] = TAMPER_WHEN_CALLED  # 1.4: silences the check while it runs
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def unscreened(autograded, tmp_path_factory) -> Path:
+    """The course after autograding, with no screen at all, one student whose four answers fool the checks in their kernel."""
+    course, stem = autograded, "ch01_introduction"
+    released = json.loads((course / "release" / stem / f"{stem}.ipynb").read_text())
+    folder = course / "submitted" / "unscreened" / stem
+    folder.mkdir(parents=True)
+    (folder / f"{stem}.ipynb").write_text(json.dumps(unscreened_submission(released)))
+    ipython = tmp_path_factory.mktemp("ipython")
+    (ipython / "profile_default" / "startup").mkdir(parents=True)
+    (ipython / "profile_default" / "startup" / "00-no-screen.py").write_text(NO_SCREEN)
+    config = course / "nbgrader_config.py"
+    kept = config.read_text()
+    config.write_text(kept + NO_SCREEN_CONFIG)
+    try:
+        log = nbgrader(course, "autograde", stem, "--student=unscreened", env={"IPYTHONDIR": str(ipython)})
+    finally:
+        config.write_text(kept)
+    assert "refused by the course's screen" not in log  # the screen was off: nothing was refused
+    return course
+
+
+def test_answers_that_fool_the_checks_in_their_own_kernel_score_0_under_autograde(unscreened):
+    """Each answer printed the check's pass in the notebook's kernel; the grader, apart, failed each, and nbgrader scored 0."""
+    from nbgrader.api import Gradebook
+
+    from gpucourse.grading import UNCONFIRMED
+
+    course, stem = unscreened, "ch01_introduction"
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        grades = gradebook.find_submission(stem, "unscreened").notebooks[0].grades
+        scores = {grade.name: grade.score for grade in grades}
+    checks = sorted(scores, key=lambda name: int(name.rsplit("-", 1)[1]))
+    assert [scores[name] for name in checks] == [0.0, 0.0, 0.0, 0.0]
+    graded = json.loads((course / "autograded" / "unscreened" / stem / f"{stem}.ipynb").read_text())
+    cells = [cell for cell in graded["cells"] if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code"]
+    errors = [[out for out in cell["outputs"] if out["output_type"] == "error"] for cell in cells]
+    assert all(len(found) == 1 for found in errors)
+    # every one had printed a pass in its own kernel (the tamper worked there), and the grader's reason replaced it
+    assert all(UNCONFIRMED in found[0]["evalue"] for found in errors)
+    assert "\u2705" not in json.dumps([cell["outputs"] for cell in cells], ensure_ascii=False)
+    reasons = [found[0]["evalue"] for found in errors]
+    assert "The number of blocks must be rounded up" in reasons[0]  # the wrong 1.1, named by the check's own message
+    assert "never ran in your notebook's run" in reasons[1]  # the replaced check: no record of any call of the answer
+    assert "wrong values" in reasons[2]  # 1.3's values, compared by the grader's own check
+    assert "launch_config(" in reasons[3]
