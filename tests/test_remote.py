@@ -1,0 +1,139 @@
+"""Grading apart from the answer (gpucourse.checks.remote): a check recorded as the notebook runs it, then replayed.
+
+These run the recording and the replay in this one process (cheap); tests/test_grading.py runs them as nbgrader
+does, the replay in a fresh process. Tampering here is undone before the replay, as a fresh process would be.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import gpucourse
+from gpucourse.checks import CheckFailed, ch1, ch2, remote
+
+SEED = "test-seed"
+
+
+def launch_config(n, threads_per_block, device):
+    if not 0 < threads_per_block <= device.max_threads_per_block:
+        raise ValueError(f"threads_per_block must be between 1 and {device.max_threads_per_block}; got {threads_per_block}")
+    return (n + threads_per_block - 1) // threads_per_block, threads_per_block
+
+
+def best_block_size(time_ms, block_sizes, bytes_moved):
+    bandwidth = {}
+    for threads_per_block in block_sizes:
+        try:
+            milliseconds = time_ms(threads_per_block)
+        except gpucourse.LaunchConfigError:
+            continue
+        bandwidth[threads_per_block] = bytes_moved / 1e9 / (milliseconds * 1e-3)
+    best = max(bandwidth, key=bandwidth.get)
+    return best, bandwidth[best]
+
+
+def record(folder, monkeypatch, module, check_name: str, *answers) -> bool:
+    """Run a check as the notebook's kernel does under autograde (its transcript in `folder`); whether it passed there."""
+    monkeypatch.setenv(remote.TRANSCRIPT_ENV, str(folder))
+    monkeypatch.setenv(remote.SEED_ENV, SEED)
+    try:
+        remote.recorded(getattr(module, check_name), module.__name__.rsplit(".", 1)[-1])(*answers)
+        return True
+    except CheckFailed:
+        return False
+    finally:
+        monkeypatch.delenv(remote.TRANSCRIPT_ENV)
+
+
+def test_a_right_answer_replayed_passes_and_a_wrong_one_fails(tmp_path, monkeypatch, capsys):
+    assert record(tmp_path / "right", monkeypatch, ch1, "check_launch_config", launch_config)
+    verdict = remote.grade_cell("ch1.check_launch_config(launch_config)", tmp_path / "right", SEED)
+    assert verdict.passed and verdict.text.startswith("\u2705 Exercise 1.4")
+
+    def rounds_down(n, threads_per_block, device):
+        return launch_config(n, threads_per_block, device)[0] - (n % threads_per_block > 0), threads_per_block
+
+    assert not record(tmp_path / "wrong", monkeypatch, ch1, "check_launch_config", rounds_down)
+    verdict = remote.grade_cell("ch1.check_launch_config(launch_config)", tmp_path / "wrong", SEED)
+    assert not verdict.passed and "round the blocks up" in verdict.text
+
+
+def test_an_answer_that_silences_the_check_while_it_runs_fails_when_replayed(tmp_path, monkeypatch):
+    def silencing(n, threads_per_block, device):
+        monkeypatch.setattr(ch1, "fail", lambda problems, exercise: None)  # undone after the test, as a fresh process is clean
+        return 1, threads_per_block
+
+    assert record(tmp_path, monkeypatch, ch1, "check_launch_config", silencing)  # it fooled the check in its own process
+    monkeypatch.undo()
+    verdict = remote.grade_cell("ch1.check_launch_config(launch_config)", tmp_path, SEED)
+    assert not verdict.passed and "returned (1, " in verdict.text
+
+
+def test_an_answer_that_writes_into_the_checks_stand_in_fails_when_replayed(tmp_path, monkeypatch):
+    """2.2 hands the answer a stand-in GPU: an answer that rewrites its bandwidths, or its attribute, is judged on the real one."""
+
+    def rigged(time_ms, block_sizes, bytes_moved):
+        table = getattr(time_ms, "gbs", None)  # the model GPU's table (the second call times a real kernel)
+        if table is not None:
+            table[32] = 1e9  # 32 threads per block now wins, in this process only
+        return best_block_size(time_ms, block_sizes, bytes_moved)
+
+    assert record(tmp_path / "item", monkeypatch, ch2, "check_best_block_size", rigged)  # it fooled the check in its process
+    verdict = remote.grade_cell("ch2.check_best_block_size(best_block_size)", tmp_path / "item", SEED)
+    assert not verdict.passed and "Exercise 2.2" in verdict.text
+
+    def rebound(time_ms, block_sizes, bytes_moved):
+        if getattr(time_ms, "gbs", None) is not None:
+            time_ms.gbs = {**time_ms.gbs, 32: 1e9}
+        return best_block_size(time_ms, block_sizes, bytes_moved)
+
+    assert record(tmp_path / "attribute", monkeypatch, ch2, "check_best_block_size", rebound)
+    verdict = remote.grade_cell("ch2.check_best_block_size(best_block_size)", tmp_path / "attribute", SEED)
+    assert not verdict.passed and "wrote the attribute 'gbs'" in verdict.text
+
+
+def test_a_check_that_never_ran_or_never_finished_fails_with_its_reason(tmp_path):
+    verdict = remote.grade_cell("ch1.check_launch_config(launch_config)", tmp_path, SEED)
+    assert not verdict.passed and "never ran in your notebook's run" in verdict.text
+    folder = tmp_path / "001-ch1.check_launch_config"
+    folder.mkdir()
+    (folder / "transcript.json").write_text(json.dumps({"check": "ch1.check_launch_config", "entries": [], "finished": False}))
+    verdict = remote.grade_cell("ch1.check_launch_config(launch_config)", tmp_path, SEED)
+    assert not verdict.passed and "did not finish in your notebook's run" in verdict.text
+    verdict = remote.grade_cell("import os; ch1.check_launch_config(launch_config)", tmp_path, SEED)
+    assert not verdict.passed and "not a check call" in verdict.text
+
+
+def test_a_transcript_is_read_as_plain_data_only(tmp_path):
+    store = remote.Store(tmp_path)
+    np.save(tmp_path / "1.npy", np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        store.get("1.npy")
+    with pytest.raises(remote.ReplayMismatch):
+        store.get("../1.npy")
+    with pytest.raises(remote.ReplayMismatch, match="outside the course"):
+        remote.decode({"dataclass": "subprocess:Popen", "fields": {}}, store)
+    assert isinstance(remote._rebuilt_exception({"type": "os:system", "message": "x"}), RuntimeError)
+    value = (1, 2.5, np.float32(3), {"a": [np.arange(3)]}, None)
+    assert remote.digest(remote.decode(remote.encode(value, store), store)) == remote.digest(value)
+
+
+def test_the_grader_process_that_fails_or_hangs_fails_every_check_with_the_reason(tmp_path):
+    pytest.importorskip("nbgrader")
+    import nbformat
+
+    from gpucourse.grading import GradeApart
+
+    cell = nbformat.v4.new_code_cell("ch1.check_launch_config(launch_config)")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "check-1", "points": 1, "locked": True}
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    verdicts = GradeApart(timeout=0).grade(notebook, tmp_path, SEED, tmp_path)
+    assert verdicts == {"check-1": {"passed": False, "text": "\u274c no verdict: the grader process did not finish within 0 s."}}
+    grader = GradeApart(timeout=60)
+    resources = {"gpucourse_grading": {"folder": str(tmp_path / "none"), "seed": SEED}}
+    graded, _ = grader.preprocess(notebook, resources)  # a real grader process: no transcript, so no answer to judge
+    error = graded.cells[0].outputs[-1]
+    assert error.output_type == "error" and "never ran in your notebook's run" in error.evalue
