@@ -170,7 +170,7 @@ class GradeApart(NbGraderPreprocessor):
         env = {k: v for k, v in os.environ.items() if k not in (TRANSCRIPT_ENV, SEED_ENV)}
         command = [sys.executable, "-m", "gpucourse.checks.remote", str(notebook), str(folder), seed, str(verdicts)]
         try:
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=self.timeout)
+            done = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=self.timeout)
             if done.returncode == 0 and verdicts.is_file():
                 return json.loads(verdicts.read_text())
             reason = f"the grader process ended with status {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}"

@@ -287,3 +287,34 @@ def test_answers_that_fool_the_checks_in_their_own_kernel_score_0_under_autograd
     assert "never ran in your notebook's run" in reasons[1]  # the replaced check: no record of any call of the answer
     assert "wrong values" in reasons[2]  # 1.3's values, compared by the grader's own check
     assert "launch_config(" in reasons[3]
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's recipe grades in a venv of its own, the course installed there from a wheel
+
+
+def test_the_grading_venv_imports_the_course_from_its_own_wheel_not_the_checkout(tmp_path):
+    """`python -m gpucourse grading-env` as the README runs it, its install without dependencies (the cheap part to test)."""
+    from gpucourse import gradingenv
+
+    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp_path / "probe"),
+                            "setuptools>=77"], capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:  # pip builds the wheel in an isolated environment, from the package index
+        if os.environ.get("CI"):
+            pytest.fail(f"no package index to build the course's wheel with: {probe.stderr[-300:]}")
+        pytest.skip("no package index reachable: pip cannot build the course's wheel (setuptools>=77)")
+    python = gradingenv.build(tmp_path / "grader", pip_args=["--no-deps"])
+    origin = gradingenv.installed_from_wheel(python)
+    assert origin.name == "__init__.py" and origin.is_relative_to((tmp_path / "grader").resolve())
+    assert not origin.is_relative_to(ROOT)
+    assert (origin.parent / "checks" / "remote.py").read_bytes() == (ROOT / "gpucourse" / "checks" / "remote.py").read_bytes()
+    site = origin.parent.parent
+    assert not [path.name for path in site.glob("*.pth") if "gpucourse" in path.read_text()]  # no editable finder of the checkout
+
+
+def test_the_readme_recipe_autogrades_in_the_grading_venv():
+    text = (ROOT / "README.md").read_text()
+    recipe = text[text.index("**Grading with nbgrader**"):text.index("**What the checks guard against")]
+    assert "python -m gpucourse grading-env" in recipe and "source .venv/bin/activate" not in recipe
+    activate = recipe.index("/bin/activate")
+    assert activate < recipe.index("nbgrader generate_assignment") and activate < recipe.index("nbgrader autograde")
