@@ -318,3 +318,41 @@ def test_the_readme_recipe_autogrades_in_the_grading_venv():
     assert "python -m gpucourse grading-env" in recipe and "source .venv/bin/activate" not in recipe
     activate = recipe.index("/bin/activate")
     assert activate < recipe.index("nbgrader generate_assignment") and activate < recipe.index("nbgrader autograde")
+
+
+#: Solution notebooks autograded by the next test in the simulator (on a GPU: all): ch01 is graded above; these two hand
+#: the answer the check's own objects (a stand-in GPU that times a real kernel, MPI endpoints), which the grader replays.
+SIMULATOR_SOLUTIONS = ("ch02_metrics", "ch04_multi_gpu")
+
+
+def test_every_solution_notebook_scores_full_marks_from_the_grader_apart(course):
+    """Reference solutions, autograded: each check cell scores its point from the grader's verdict (or, for the checks
+    listed in remote.JUDGED_IN_NOTEBOOK, from the notebook's run), and shows the grader's pass line.
+
+    All eight notebooks on a GPU; in the simulator two (about 15 s of CPU; all eight take about 75 s).
+    """
+    from nbgrader.api import Gradebook
+
+    from gpucourse import mode
+    from gpucourse.checks.remote import JUDGED_IN_NOTEBOOK, check_call
+
+    stems = SOLUTIONS if mode.on_gpu() else SIMULATOR_SOLUTIONS
+    for stem in stems:
+        folder = course / "submitted" / "reference" / stem
+        folder.mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / f"{stem}.ipynb", folder)
+    log = nbgrader(course, "autograde", "*", "--student=reference", "--log-level=INFO")
+    apart, total = 0, 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for stem in stems:
+            notebook = gradebook.find_submission(stem, "reference").notebooks[0]
+            scores = {grade.name: (grade.score, grade.max_score) for grade in notebook.grades if "-check-" in grade.name}
+            assert scores and all(score == most for score, most in scores.values()), (stem, scores)
+            graded = json.loads((course / "autograded" / "reference" / stem / f"{stem}.ipynb").read_text())
+            for cell in graded["cells"]:
+                if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code":
+                    module, check, _ = check_call("".join(cell["source"]))
+                    assert "\u2705" in json.dumps(cell["outputs"], ensure_ascii=False), (stem, check)
+                    apart += f"{module}.{check}" not in JUDGED_IN_NOTEBOOK
+                    total += 1
+    assert total and log.count("judged in the notebook's own run") == total - apart  # the others were graded apart

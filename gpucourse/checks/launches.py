@@ -95,7 +95,7 @@ def recorded_launches(dry: bool = False) -> Iterator[list[RecordedLaunch]]:
     try:
         yield launches
     finally:
-        _open.remove((launches, dry))
+        del _open[next(i for i, (opened, _) in enumerate(_open) if opened is launches)]  # by identity: lists alike compare equal
         for undo in restore:
             undo()
 

@@ -226,14 +226,15 @@ def _root(value):
     if isinstance(inner, np.ndarray):  # the simulator's device array wraps a NumPy array
         key, read, write = _root(inner)
         return key, read, write
-    owner = getattr(getattr(value, "gpu_data", None), "owner", None)
-    size = getattr(owner, "size", None)
-    if owner is not None and size:
+    try:  # a Numba device array on a GPU: the whole allocation its memory belongs to, as bytes (a framed output's guard band too)
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-        whole = DeviceNDArray(shape=(size,), strides=(1,), dtype=np.uint8, gpu_data=owner)
-        return id(owner), whole.copy_to_host, lambda host: whole.copy_to_device(np.ascontiguousarray(host).view(np.uint8).ravel())
-    return id(value), lambda: _host(value), lambda host: value.copy_to_device(host)
+        owner = value.gpu_data.owner
+        whole = DeviceNDArray(shape=(int(owner.size),), strides=(1,), dtype=np.uint8, gpu_data=owner)
+        key = int(whole.device_ctypes_pointer.value or 0)
+        return key, whole.copy_to_host, lambda host: whole.copy_to_device(np.ascontiguousarray(host).view(np.uint8).ravel())
+    except Exception:  # noqa: BLE001 - an array without a known allocation: the array alone
+        return id(value), lambda: _host(value), lambda host: value.copy_to_device(host)
 
 
 def _arrays_in(values) -> Iterator[tuple[str, object]]:
