@@ -683,11 +683,11 @@ def recorded(check: Callable, module: str) -> Callable:
     """`check` as the worker runs it under autograde: its calls of the answer written to a new transcript folder."""
 
     @functools.wraps(check)
-    def recording(*answers):
+    def recording(*answers, **options):
         global _session
         folder = os.environ.get(TRANSCRIPT_ENV)
-        if not folder or _session is not None or f"{module}.{check.__name__}" in JUDGED_IN_NOTEBOOK:
-            return check(*answers)
+        if not folder or _session is not None or options or f"{module}.{check.__name__}" in JUDGED_IN_NOTEBOOK:
+            return check(*answers, **options)  # a check cell passes answers only: a call with options is a test's
         root = Path(folder)
         number = len(list(root.glob("*/"))) + 1
         where = root / f"{number:03d}-{module}.{check.__name__}"
@@ -911,8 +911,8 @@ def _latest(folder: Path, name: str) -> Path | None:
     return found[-1] if found else None
 
 
-def grade_cell(source: str, folder: Path, seed: str) -> Verdict:
-    """Run one check cell's check in this process against the transcript of the worker's run."""
+def grade_cell(source: str, folder: Path, seed: str, check: Callable | None = None) -> Verdict:
+    """Run one check cell's check in this process against the transcript of the worker's run (`check`: that function, if given)."""
     global _session
     from . import CheckFailed
 
@@ -930,8 +930,8 @@ def grade_cell(source: str, folder: Path, seed: str) -> Verdict:
     if not session.data.get("finished"):
         return Verdict(False, f"\u274c {check_name} did not finish in your notebook's run (the kernel died or was stopped): "
                               "no verdict can be given.")
-    module = importlib.import_module(f"gpucourse.checks.{module_name}")
-    check = getattr(module, check_name)
+    if check is None:
+        check = getattr(importlib.import_module(f"gpucourse.checks.{module_name}"), check_name)
     printed = io.StringIO()
     _session = session
     try:
