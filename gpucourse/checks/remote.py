@@ -18,6 +18,13 @@ verdict is not used. Instead:
 What the grader takes on trust from the worker is what it cannot recompute without running the
 answer: the launches (grid, block, shared arrays declared, float64 in compiled code), the traces,
 compute-sanitizer's report and timings. The README ("For instructors") says so.
+
+For check writers: a helper that runs or reads the answer's own code (its trace, its source, its
+constants, its compiled code) must be decorated `@evidence`; the grader's replayed answer has no code,
+and reading `__code__`, `py_func` and the like from it fails loudly. The objects a check hands the
+answer (a function, a stand-in) are watched: the answer's uses of them are repeated on the grader's
+own objects, except writes to their attributes, which fail. `pytest -p gpucourse.checks.replaying`
+grades every check of a test run apart too and fails where the verdicts differ.
 """
 
 from __future__ import annotations
@@ -68,7 +75,7 @@ def _array_kind(value) -> str | None:
     kind = type(value)
     if kind.__module__.startswith("cupy") and kind.__name__ == "ndarray":
         return "cupy"
-    if getattr(value, "__cuda_ndarray__", False) or kind.__name__ in ("DeviceNDArray", "FakeCUDAArray"):
+    if getattr(kind, "__cuda_ndarray__", False) or kind.__name__ in ("DeviceNDArray", "FakeCUDAArray"):
         return "device"
     return None
 
@@ -172,8 +179,8 @@ def decode(data, store: Store, answer: Callable[[str], object] | None = None, pa
         return {decode(k, store, answer, path): decode(v, store, answer, f"{path}[{i}]") for i, (k, v) in enumerate(data["dict"])}
     if "dataclass" in data:
         cls = _course_class(data["dataclass"])
-        if not dataclasses.is_dataclass(cls):
-            raise ReplayMismatch(f"{data['dataclass']} is not a dataclass")
+        if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):  # only plain records: building one runs no code
+            raise ReplayMismatch(f"{data['dataclass']} is not a plain dataclass of the course")
         return cls(**{name: decode(v, store, answer, f"{path}.{name}") for name, v in data["fields"].items()})
     if "handle" in data:
         if answer is None:
@@ -188,7 +195,10 @@ def digest(value) -> str:
 
 
 def _exception_data(error: BaseException) -> dict:
-    return {"type": f"{type(error).__module__}:{type(error).__qualname__}", "message": str(error)}
+    data = {"type": f"{type(error).__module__}:{type(error).__qualname__}", "message": str(error)}
+    if all(type(arg) in (str, int, float, bool) or arg is None for arg in error.args):
+        data["args"] = list(error.args)  # KeyError('x') says 'x' with its quotes: rebuilt from its arguments, it says the same
+    return data
 
 
 #: Where a recorded exception's class may come from: the grader rebuilds it by name, with its message, nothing else.
@@ -204,6 +214,11 @@ def _rebuilt_exception(data: dict) -> BaseException:
             for part in qualname.split("."):
                 found = getattr(found, part)
             if isinstance(found, type) and issubclass(found, BaseException) and not issubclass(found, (SystemExit, KeyboardInterrupt)):
+                args = data.get("args")
+                rebuilt = found(*args) if isinstance(args, list) and all(type(a) in (str, int, float, bool) or a is None for a in args) \
+                    else found(message)
+                if str(rebuilt) == message:
+                    return rebuilt
                 return found(message)
     return RuntimeError(f"{qualname}: {message}")
 
@@ -322,6 +337,8 @@ def evidence(function: Callable) -> Callable:
         session = _session
         if session is None:
             return function(*args, **kwargs)
+        if isinstance(session, Recording):  # the worker's answer itself, not its recording wrapper
+            args = tuple(getattr(a, "_gpucourse_answer", a) if isinstance(a, types.FunctionType) else a for a in args)
         return session.evidence(function.__qualname__, lambda: function(*args, **kwargs))
 
     return recorded_or_replayed
@@ -531,6 +548,7 @@ class Recording:
             def answer(*args, **kwargs):
                 return _recorded_call(session, path, value, args, kwargs)
 
+            answer._gpucourse_answer = value
             return answer
         return value
 
@@ -622,6 +640,8 @@ def _recorded_call(session: Recording, path: str, function: Callable, args: tupl
 
 
 def _is_kernel(value) -> bool:
+    if isinstance(value, Replayed):
+        return False
     kind = type(value)
     return kind.__name__ in ("FakeCUDAKernel", "CUDADispatcher") or (kind.__module__.startswith("numba.cuda") and hasattr(value, "py_func"))
 
@@ -725,6 +745,12 @@ def record_checks(module) -> None:
 # The grader's side
 
 
+#: Attributes of a function or a kernel that show its code: the grader has none of them (see Replayed.__getattr__).
+_CODE_ATTRIBUTES = frozenset({"__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__wrapped__", "py_func", "fn",
+                              "overloads", "definitions", "inspect_asm", "inspect_llvm", "inspect_types", "inspect_sass", "ptx",
+                              "signatures", "targetoptions", "_device", "lineinfo"})
+
+
 class Replayed:
     """An answer in the grader: each call is answered from the worker's transcript, or fails."""
 
@@ -738,6 +764,14 @@ class Replayed:
 
     def __getitem__(self, configuration):
         return _ReplayedLaunch(self._session, self._path, _config(configuration))
+
+    def __getattr__(self, name: str):
+        # What tells of the answer's code is loud, not an AttributeError: a helper that reads it (getattr(answer, "__code__",
+        # None)) must not quietly see nothing here; it belongs under @remote.evidence, which hands it the notebook run's result.
+        if name not in _CODE_ATTRIBUTES:
+            raise AttributeError(name)
+        raise ReplayMismatch(f"the check read {name!r} of the answer, which the grader does not have (it has the answer's recorded "
+                             "calls only): the helper that reads it must be an @remote.evidence helper")
 
     def __repr__(self) -> str:
         return f"<the answer {self._path}, replayed from the grading run>"
@@ -842,6 +876,8 @@ class Replaying:
                 continue
             result = event.get("result")
             if isinstance(result, dict) and "stand_in" in result:
+                if not _stand_in_wanted(value):  # only what the notebook's run watched too: never a plain container to change
+                    raise ReplayMismatch(f"the transcript treats a {type(value).__name__} of the check as one of its objects")
                 objects[int(result["stand_in"])] = value
 
     def _argument(self, data, by_place: dict, objects: dict):
