@@ -11,3 +11,6 @@ c.Autograde.sanitize_preprocessors = autograde_sanitize_preprocessors()
 # Each check's verdict is computed again in a fresh process where no answer ever ran (gpucourse.checks.remote), from a
 # transcript of the answer's calls written while the notebook ran; that verdict, not the notebook's own output, is scored.
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
+# A cell may run as long as a check's own limit on a GPU (guard.CHECK_SECONDS, 600 s) and a little more: the check's own deadline
+# names what was running; nbgrader's (30 s by default) would cut a GPU check short with no word.
+c.Execute.timeout = 660
