@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse.checks import CheckFailed, ch1, ch2, remote
+from gpucourse.checks import CheckFailed, ch1, ch2, plaindata, remote
 
 SEED = "test-seed"
 
@@ -108,17 +108,20 @@ def test_a_check_that_never_ran_or_never_finished_fails_with_its_reason(tmp_path
 
 
 def test_a_transcript_is_read_as_plain_data_only(tmp_path):
-    store = remote.Store(tmp_path)
+    store = plaindata.Store(tmp_path)
     np.save(tmp_path / "1.npy", np.array([object()], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError, match="allow_pickle"):
         store.get("1.npy")
-    with pytest.raises(remote.ReplayMismatch):
+    with pytest.raises(plaindata.ReplayMismatch):
         store.get("../1.npy")
-    with pytest.raises(remote.ReplayMismatch, match="outside the course"):
-        remote.decode({"dataclass": "subprocess:Popen", "fields": {}}, store)
-    assert isinstance(remote._rebuilt_exception({"type": "os:system", "message": "x"}), RuntimeError)
+    with pytest.raises(plaindata.ReplayMismatch, match="outside the course"):
+        plaindata.decode({"dataclass": "subprocess:Popen", "fields": {}}, store)
+    with pytest.raises(plaindata.ReplayMismatch, match="not a plain dataclass"):  # building it would run its __post_init__
+        plaindata.decode({"dataclass": "gpucourse.mpi.exchange:LoopbackFabric", "fields": {"size": 2}}, store)
+    assert isinstance(plaindata.rebuilt_exception({"type": "os:system", "message": "x"}), RuntimeError)
+    assert str(plaindata.rebuilt_exception(plaindata.exception_data(KeyError("x")))) == str(KeyError("x"))
     value = (1, 2.5, np.float32(3), {"a": [np.arange(3)]}, None)
-    assert remote.digest(remote.decode(remote.encode(value, store), store)) == remote.digest(value)
+    assert plaindata.digest(plaindata.decode(plaindata.encode(value, store), store)) == plaindata.digest(value)
 
 
 def test_the_grader_process_that_fails_or_hangs_fails_every_check_with_the_reason(tmp_path):

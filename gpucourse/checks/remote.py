@@ -30,7 +30,6 @@ grades every check of a test run apart too and fails where the verdicts differ.
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import dataclasses
 import functools
@@ -44,9 +43,21 @@ import traceback
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from .plaindata import (
+    ReplayMismatch,
+    Store,
+    array_digest,
+    array_kind,
+    buffers,
+    decode,
+    digest,
+    encode,
+    exception_data,
+    rebuilt_exception,
+)
 
 #: The worker records transcripts into this folder (set by `gpucourse.grading` for the kernel of `nbgrader autograde`).
 TRANSCRIPT_ENV = "GPUCOURSE_TRANSCRIPT"
@@ -59,216 +70,6 @@ JUDGED_IN_NOTEBOOK = {
     "ch3_memory.check_overlapped": "the answer drives CUDA streams and copies that the check watches inside Numba itself",
     "ch3_memory.check_ufunc_kernels": "the check compiles the answer's device function into kernels of its own",
 }
-
-
-class ReplayMismatch(AssertionError):
-    """The grader's check asked the answer something the worker's run never answered (or answered otherwise)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Plain data: values as JSON, arrays as .npy files (never pickles)
-
-
-def _array_kind(value) -> str | None:
-    if isinstance(value, np.ndarray):
-        return "host"
-    kind = type(value)
-    if kind.__module__.startswith("cupy") and kind.__name__ == "ndarray":
-        return "cupy"
-    if getattr(kind, "__cuda_ndarray__", False) or kind.__name__ in ("DeviceNDArray", "FakeCUDAArray"):
-        return "device"
-    return None
-
-
-def _host(value) -> np.ndarray:
-    from ..arrays import to_host
-
-    return np.ascontiguousarray(to_host(value))
-
-
-def _array_digest(host: np.ndarray) -> str:
-    digest = hashlib.sha256(f"{host.dtype.str}{host.shape}".encode())
-    digest.update(np.ascontiguousarray(host).tobytes())
-    return digest.hexdigest()
-
-
-class Store:
-    """A transcript's folder: arrays saved as numbered .npy files."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.count = 0
-
-    def put(self, host: np.ndarray) -> str:
-        """Save a host array; its file name."""
-        self.count += 1
-        name = f"{self.count}.npy"
-        np.save(self.folder / name, np.ascontiguousarray(host), allow_pickle=False)
-        return name
-
-    def get(self, name: str) -> np.ndarray:
-        """A saved array (plain data only: a pickled object array does not load)."""
-        if "/" in name or "\\" in name or not name.endswith(".npy"):
-            raise ReplayMismatch(f"a transcript names an array file {name!r}")
-        return np.load(self.folder / name, allow_pickle=False)
-
-
-def encode(value, store: Store | None) -> Any:
-    """`value` as JSON data; arrays saved in `store`, or (store None) named by their content's digest. Unknown objects are handles."""
-    if value is None or type(value) in (bool, str, int, float):  # JSON's own (Python's json writes and reads floats exactly)
-        return value
-    if isinstance(value, complex):
-        return {"complex": [value.real.hex(), value.imag.hex()]}
-    if isinstance(value, np.generic) and value.dtype.kind in "biufc":
-        return {"scalar": value.dtype.str, "bytes": value.tobytes().hex()}
-    kind = _array_kind(value)
-    if kind is not None:
-        host = _host(value)
-        return {"array": store.put(host) if store else _array_digest(host), "kind": kind}
-    if isinstance(value, (list, tuple)):
-        return {"list" if isinstance(value, list) else "tuple": [encode(v, store) for v in value]}
-    if isinstance(value, dict):
-        return {"dict": [[encode(k, store), encode(v, store)] for k, v in value.items()]}
-    if isinstance(value, (set, frozenset)):
-        return {"set": sorted(json.dumps(encode(v, store), sort_keys=True) for v in value)}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value).__module__.startswith("gpucourse."):
-        return {"dataclass": f"{type(value).__module__}:{type(value).__qualname__}",
-                "fields": {f.name: encode(getattr(value, f.name), store) for f in dataclasses.fields(value) if f.init}}
-    # anything else (a function, a stand-in object): a handle, named by its type; the grader never rebuilds it
-    return {"handle": f"{type(value).__module__}:{type(value).__qualname__}"}
-
-
-def _course_class(path: str) -> type:
-    module, _, qualname = path.partition(":")
-    if not module.startswith("gpucourse."):
-        raise ReplayMismatch(f"a transcript names the class {path!r}, outside the course")
-    found: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    return found
-
-
-def decode(data, store: Store, answer: Callable[[str], object] | None = None, path: str = "") -> Any:
-    """The value `encode` wrote (arrays as the kind they were; a handle becomes `answer(path)`, a replayed object)."""
-    if data is None or type(data) in (bool, str, int, float):
-        return data
-    if not isinstance(data, dict) or len(data) == 0:
-        raise ReplayMismatch(f"a transcript holds {str(data)[:80]}")
-    if "complex" in data:
-        return complex(float.fromhex(data["complex"][0]), float.fromhex(data["complex"][1]))
-    if "scalar" in data:
-        dtype = np.dtype(data["scalar"])
-        if dtype.kind not in "biufc":
-            raise ReplayMismatch(f"a transcript holds a scalar of dtype {dtype}")
-        return np.frombuffer(bytes.fromhex(data["bytes"]), dtype)[0]
-    if "array" in data:
-        host = store.get(data["array"])
-        if data["kind"] == "device":
-            from ..arrays import to_device
-
-            return to_device(host)
-        if data["kind"] == "cupy":
-            import cupy
-
-            return cupy.asarray(host)
-        return host
-    if "list" in data or "tuple" in data:
-        items = [decode(v, store, answer, f"{path}[{i}]") for i, v in enumerate(data.get("list", data.get("tuple")))]
-        return items if "list" in data else tuple(items)
-    if "dict" in data:
-        return {decode(k, store, answer, path): decode(v, store, answer, f"{path}[{i}]") for i, (k, v) in enumerate(data["dict"])}
-    if "dataclass" in data:
-        cls = _course_class(data["dataclass"])
-        if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):  # only plain records: building one runs no code
-            raise ReplayMismatch(f"{data['dataclass']} is not a plain dataclass of the course")
-        return cls(**{name: decode(v, store, answer, f"{path}.{name}") for name, v in data["fields"].items()})
-    if "handle" in data:
-        if answer is None:
-            raise ReplayMismatch(f"a transcript holds an object ({data['handle']}) where a value was expected")
-        return answer(path)
-    raise ReplayMismatch(f"a transcript holds {sorted(data)!r}")
-
-
-def digest(value) -> str:
-    """The digest of a value's plain form (arrays by content): what matches a grader's call with a worker's."""
-    return hashlib.sha256(json.dumps(encode(value, None), sort_keys=True).encode()).hexdigest()
-
-
-def _exception_data(error: BaseException) -> dict:
-    data = {"type": f"{type(error).__module__}:{type(error).__qualname__}", "message": str(error)}
-    if all(type(arg) in (str, int, float, bool) or arg is None for arg in error.args):
-        data["args"] = list(error.args)  # KeyError('x') says 'x' with its quotes: rebuilt from its arguments, it says the same
-    return data
-
-
-#: Where a recorded exception's class may come from: the grader rebuilds it by name, with its message, nothing else.
-_EXCEPTION_MODULES = ("builtins", "numba", "gpucourse", "cupy", "numpy")
-
-
-def _rebuilt_exception(data: dict) -> BaseException:
-    module, _, qualname = data["type"].partition(":")
-    message = data["message"]
-    if module.split(".")[0] in _EXCEPTION_MODULES:
-        with contextlib.suppress(Exception):
-            found: Any = builtins if module == "builtins" else importlib.import_module(module)
-            for part in qualname.split("."):
-                found = getattr(found, part)
-            if isinstance(found, type) and issubclass(found, BaseException) and not issubclass(found, (SystemExit, KeyboardInterrupt)):
-                args = data.get("args")
-                rebuilt = found(*args) if isinstance(args, list) and all(type(a) in (str, int, float, bool) or a is None for a in args) \
-                    else found(message)
-                if str(rebuilt) == message:
-                    return rebuilt
-                return found(message)
-    return RuntimeError(f"{qualname}: {message}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Where arrays live: a view handed to an answer (a framed output) is written back with its whole buffer
-
-
-def _root(value):
-    """The whole buffer behind an array (a view's base), as (key, read() -> host array, write(host array))."""
-    kind = _array_kind(value)
-    if kind == "host" or kind == "cupy":
-        base = value
-        while getattr(base, "base", None) is not None and _array_kind(base.base) == kind:
-            base = base.base
-        if kind == "host":
-            return id(base), lambda: base.copy(), lambda host: base.__setitem__(Ellipsis, host)
-        return id(base), lambda: base.get(), lambda host: base.set(host)
-    inner = getattr(value, "_ary", None)
-    if isinstance(inner, np.ndarray):  # the simulator's device array wraps a NumPy array
-        key, read, write = _root(inner)
-        return key, read, write
-    try:  # a Numba device array on a GPU: the whole allocation its memory belongs to, as bytes (a framed output's guard band too)
-        from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-        owner = value.gpu_data.owner
-        whole = DeviceNDArray(shape=(int(owner.size),), strides=(1,), dtype=np.uint8, gpu_data=owner)
-        key = int(whole.device_ctypes_pointer.value or 0)
-        return key, whole.copy_to_host, lambda host: whole.copy_to_device(np.ascontiguousarray(host).view(np.uint8).ravel())
-    except Exception:  # noqa: BLE001 - an array without a known allocation: the array alone
-        return id(value), lambda: _host(value), lambda host: value.copy_to_device(host)
-
-
-def _arrays_in(values) -> Iterator[tuple[str, object]]:
-    """Every array among call arguments (and one level inside lists, tuples and dicts), with its place."""
-    for place, value in values:
-        if _array_kind(value) is not None:
-            yield place, value
-        elif isinstance(value, (list, tuple)):
-            for i, item in enumerate(value):
-                if _array_kind(item) is not None:
-                    yield f"{place}[{i}]", item
-
-
-def _buffers(arguments) -> dict[int, tuple[str, Callable, Callable]]:
-    found: dict[int, tuple[str, Callable, Callable]] = {}
-    for place, array in _arrays_in(arguments):
-        key, read, write = _root(array)
-        found.setdefault(key, (place, read, write))
-    return found
 
 
 def _places(args: tuple, kwargs: dict) -> list[tuple[str, object]]:
@@ -322,11 +123,6 @@ def _seeded(base: str) -> Iterator[_Seeds]:
 # The session: recording (worker) or replaying (grader); none in a student's own notebook
 
 _session: Recording | Replaying | None = None
-
-
-def active() -> Recording | Replaying | None:
-    """The recording or replaying session of the check now running (None in a student's notebook)."""
-    return _session
 
 
 def evidence(function: Callable) -> Callable:
@@ -406,7 +202,7 @@ def _stand_in_wanted(value) -> bool:
     """
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic, type, types.ModuleType)):
         return False
-    if _array_kind(value) is not None or _is_kernel(value) or isinstance(value, (list, tuple, dict, set, frozenset)):
+    if array_kind(value) is not None or _is_kernel(value) or isinstance(value, (list, tuple, dict, set, frozenset)):
         return False
     if dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen:
         return False
@@ -436,7 +232,7 @@ class _StandIn:
         return self._call.use(self._handle, "enter", "", (), {}, self._target.__enter__)
 
     def __exit__(self, *exc_info):
-        raised = None if exc_info[0] is None else _exception_data(exc_info[1])
+        raised = None if exc_info[0] is None else exception_data(exc_info[1])
         return self._call.use(self._handle, "exit", "", (), {"raised": raised}, lambda: self._target.__exit__(*exc_info))
 
     def __getitem__(self, key):
@@ -502,7 +298,7 @@ class _CallLog:
         try:
             value = run()
         except BaseException as error:
-            event["raised"] = _exception_data(error)
+            event["raised"] = exception_data(error)
             raise
         if op in ("enter", "getattr", "call", "getitem") and _stand_in_wanted(value) and not isinstance(value, _StandIn):
             event["result"] = {"stand_in": len(self.targets)}
@@ -568,7 +364,7 @@ class Recording:
             return run(*args, **kwargs)
         places = _places(args, kwargs)
         key = _call_key(op, path, config, places)
-        before = {k: _array_digest(read()) for k, (_, read, _) in _buffers(places).items()}
+        before = {k: array_digest(read()) for k, (_, read, _) in buffers(places).items()}
         entry: dict = {"path": path, "op": op, "key": key, "config": config, "writes": [], "launches": []}
         log = _CallLog(self, places)
         self.depth += 1
@@ -579,15 +375,15 @@ class Recording:
                 try:
                     result = run(*watched_args, **watched_kwargs)
                 except BaseException as error:
-                    entry["raised"] = _exception_data(error)
+                    entry["raised"] = exception_data(error)
                     raise
                 finally:
                     entry["launches"] = [[self.kernel_id(x.kernel), list(x.blocks), list(x.threads)] for x in launched]
                     entry["watched"] = log.handles
                     entry["events"] = log.events
-                    for k, (place, read, _) in _buffers(places).items():
+                    for k, (place, read, _) in buffers(places).items():
                         host = read()
-                        if _array_digest(host) != before.get(k):
+                        if array_digest(host) != before.get(k):
                             entry["writes"].append([place, self.store.put(host)])
             entry["result"] = self.result(result, f"{path}.r{len(self.entries)}")
             return result
@@ -597,7 +393,7 @@ class Recording:
 
     def result(self, value, path: str):
         """A returned value as plain data; a returned function is wrapped like an answer, under its own path."""
-        if callable(value) and _array_kind(value) is None and not isinstance(value, type):
+        if callable(value) and array_kind(value) is None and not isinstance(value, type):
             return {"handle": path, "wrapped": True}
         return encode(value, self.store)
 
@@ -611,7 +407,7 @@ class Recording:
             item["value"] = encode(value, self.store)
             return value
         except BaseException as error:
-            item["raised"] = _exception_data(error)
+            item["raised"] = exception_data(error)
             raise
         finally:
             self.depth -= 1
@@ -634,7 +430,7 @@ class Recording:
 
 def _recorded_call(session: Recording, path: str, function: Callable, args: tuple, kwargs: dict):
     result = session.call(path, "call", function, args, kwargs)
-    if callable(result) and _array_kind(result) is None and not isinstance(result, type) and _session is session and not session.depth:
+    if callable(result) and array_kind(result) is None and not isinstance(result, type) and _session is session and not session.depth:
         return session.wrap(result, f"{path}.r{len(session.entries) - 1}")
     return result
 
@@ -721,7 +517,7 @@ def recorded(check: Callable, module: str) -> Callable:
             status = {"finished": True}
             return result
         except BaseException as error:
-            status = {"finished": True, "raised": _exception_data(error)}
+            status = {"finished": True, "raised": exception_data(error)}
             raise
         finally:
             _session = None
@@ -819,13 +615,13 @@ class Replaying:
             for kernel_key, blocks, threads in entry.get("launches", []):
                 announce_launch(self.kernels.get(kernel_key) or RemoteKernel({}), tuple(blocks), tuple(threads))
         self._repeat_uses(entry, places)
-        buffers = {place: write for _, (place, _, write) in _buffers(places).items()}
+        writers = {place: write for _, (place, _, write) in buffers(places).items()}
         for place, name in entry.get("writes", []):
-            if place not in buffers:
+            if place not in writers:
                 raise ReplayMismatch(f"the transcript writes an argument ({place}) the call does not have")
-            buffers[place](self.store.get(name))
+            writers[place](self.store.get(name))
         if "raised" in entry:
-            raise _rebuilt_exception(entry["raised"])
+            raise rebuilt_exception(entry["raised"])
         result = entry.get("result")
         if isinstance(result, dict) and result.get("wrapped"):
             return Replayed(self, result["handle"])
@@ -904,14 +700,14 @@ class Replaying:
         if item["name"] != name:
             raise ReplayMismatch(f"the check asked for evidence {name}; the notebook's run produced {item['name']}")
         if "raised" in item:
-            raise _rebuilt_exception(item["raised"])
+            raise rebuilt_exception(item["raised"])
         return decode(item["value"], self.store)
 
 
 def _shown(args: tuple) -> str:
     parts = []
     for value in args:
-        kind = _array_kind(value)
+        kind = array_kind(value)
         parts.append(f"array {getattr(value, 'shape', '')}" if kind else repr(value)[:40])
     return ", ".join(parts)
 
