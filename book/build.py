@@ -1,27 +1,29 @@
 """Build the course as a website with Jupyter Book 2 (MyST), from executed copies of the notebooks.
 
-    ./course site                        # the recorded GPU run's outputs; the simulator (or this GPU) for the rest
+    ./course site                        # each page from a GPU record of its current code; the others executed here
+    ./course site --strict               # the same, but fail when a page has no GPU record of its current code
     ./course site --here                 # execute every chapter notebook here (simulator without a GPU)
     ./course site --executed DIR         # use executed notebooks from elsewhere, all of them
     python book/build.py --help
 
 The source notebooks keep no outputs, so the site is built from executed copies. By default a page
-shows the outputs of the newest recorded GPU run, `measurements/gpu_ci/<date>_<gpu>/executed/`
-(chapter folders inside, filed by `tools/gpu_ci.py OUT --executed`), wherever its copy of the
-notebook holds the notebook's current code; every other chapter notebook is executed here (in this
-machine's mode: the simulator without a GPU), in parallel, into book/_build/executed/ (reused while
-its notebook is unchanged). Each chapter page opens with a note saying which it shows: the GPU,
-driver and date of the record, or "simulator build". `--here` executes every notebook here;
-`--executed DIR` takes all of them from DIR, laid out as chapters/ is (DIR/02_metrics/03_bandwidth.ipynb),
-each matching its source notebook's code. `--records DIR` reads the records from DIR instead of
-measurements/ (for tests).
+shows the outputs of the newest GPU record that holds its notebook's current code,
+`measurements/gpu_ci/<date>_<gpu>/executed/` (chapter folders inside, filed by `tools/gpu_ci.py file`);
+chapter 4's pages only from a record of 2 or more GPUs. Every other chapter notebook waits for a
+record: it is executed here (in this machine's mode: the simulator without a GPU), in parallel, into
+book/_build/executed/ (reused while its notebook is unchanged), and its page says so in a warning at
+its top; the log names every record used and every waiting page; `--strict` fails on them instead.
+`--here` executes every notebook here; `--executed DIR` takes all of them from DIR, laid out as
+chapters/ is (DIR/02_metrics/03_bandwidth.ipynb), each matching its source notebook's code.
+`--records DIR` reads the records from DIR instead of measurements/ (for tests).
 
 Chapters are discovered from chapters/ (every NN_name/ folder and its notebooks, in order), so a new
 chapter needs no change here. The site holds the chapter notebooks, the exercise notebooks they link
-to, the measurement records and the then-and-now report of the recorded GPU run
-(measurements/thenandnow/report.md, from `python -m gpucourse report`). Jupyter Book 2 builds the
-pages' content; book/theme/render.py writes them as static HTML (no theme download, no network).
-Then every internal link and image of the built site is checked: a broken one fails the build.
+to, the then-and-now report (measurements/thenandnow/report.md, merged by chapter) and one Records
+page whose table (date, GPU, what it holds) reaches every measurement record; the records stay out of
+the sidebar. Jupyter Book 2 builds the pages' content; book/theme/render.py writes them as static
+HTML (no theme download, no network). Then every internal link and image of the built site is
+checked: a broken one fails the build.
 """
 
 from __future__ import annotations
@@ -175,52 +177,83 @@ def _recorded_at(folder: Path) -> tuple[str, str]:
     return folder.name[:10], max(calls, default="")
 
 
-#: Chapters whose pages are best shown from a run on several GPUs.
+#: Chapters whose pages are shown only from a run on two or more GPUs (a run on one would show a split over one device).
 MULTI_GPU_CHAPTERS = frozenset({"04_multi_gpu"})
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where one page's outputs come from: an executed copy and the note the page opens with."""
+    """Where one page's outputs come from: an executed copy, the note the page opens with, and the GPU record it is from."""
 
     executed: Path
     note: str
     gpu: bool
+    record: GpuRecord | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """True for a page no GPU record of its current code serves (it waits for one)."""
+        return self.record is None
+
+
+def candidates_for(chapter: Path, records: list[GpuRecord]) -> list[GpuRecord]:
+    """The records a chapter's pages may come from, in order of preference: the newest first; for the multi-GPU chapter
+    only runs of 2 or more GPUs, the most GPUs first."""
+    if chapter.name in MULTI_GPU_CHAPTERS:
+        return sorted((r for r in records if r.gpus >= 2), key=lambda r: -r.gpus)
+    return list(records)
+
+
+def current_record(chapter: Path, source: Path, records: list[GpuRecord]) -> GpuRecord | None:
+    """The record that serves a chapter notebook's page: the first candidate holding a current, error-free copy of its code."""
+    code = code_of(json.loads(source.read_text()))
+    return next((r for r in candidates_for(chapter, records) if is_current(r.executed / chapter.name / source.name, code)), None)
+
+
+def waiting_pages(chapters_found: list[tuple[Path, list[Path]]], records: list[GpuRecord]) -> list[Path]:
+    """Every chapter notebook that no GPU record of its current code serves (chapter 4's: none of 2 or more GPUs)."""
+    return [source for chapter, notebooks in chapters_found for source in notebooks if current_record(chapter, source, records) is None]
 
 
 def sources(chapters_found: list[tuple[Path, list[Path]]], record: GpuRecord | list[GpuRecord] | None, here: Path | None,
             records_link: str) -> dict[Path, Source]:
     """For every chapter notebook, the executed copy a page shows and its note: the newest GPU record that holds a current copy
-    of it (a record of one chapter, say on several GPUs, serves that chapter's pages), else `here`."""
+    of it (a record of one chapter, say on several GPUs, serves that chapter's pages), else `here`, with a note that says
+    the page waits for a GPU record and why."""
     chosen = {}
     newest_first = record if isinstance(record, list) else [record] if record is not None else []
     for chapter, notebooks in chapters_found:
-        # the multi-GPU chapter shows the run with the most GPUs that holds a current copy; every other page the newest
-        candidates = sorted(newest_first, key=lambda r: -r.gpus) if chapter.name in MULTI_GPU_CHAPTERS else newest_first
+        candidates = candidates_for(chapter, newest_first)
+        several = chapter.name in MULTI_GPU_CHAPTERS
         for source in notebooks:
             link = f"../../{records_link}"  # from chapters/NN_name/ to the repository root
-            code = code_of(json.loads(source.read_text()))
-            current = next((r for r in candidates if is_current(r.executed / chapter.name / source.name, code)), None)
+            current = current_record(chapter, source, newest_first)
             if current is not None:
+                own = current.folder / "gpu_ci.md"  # the record's own page where it is one of the repository's
+                record_link = f"../../{own.relative_to(ROOT).as_posix()}" if own.exists() and own.is_relative_to(ROOT) else link
                 chosen[source] = Source(current.executed / chapter.name / source.name,
-                                        f"**Outputs recorded on a GPU**: {current.describe()} ([the records]({link})). "
-                                        "Run the notebook to get your own GPU's.", True)
+                                        f"**Outputs recorded on a GPU**: {current.describe()} ([its record]({record_link}); "
+                                        f"[every record]({link})). "
+                                        "Run the notebook to get your own GPU's.", True, current)
+                continue
+            if here is None:
                 continue
             newest = candidates[0] if candidates else None
             recorded = newest.executed / chapter.name / source.name if newest else None
             copy_of_record = json.loads(recorded.read_text()) if recorded is not None and recorded.exists() else None
             stopped = copy_of_record is not None and ran_into_an_error(copy_of_record)
-            if here is None:
-                continue
-            copy = here / chapter.name / source.name
             held = ("a run of it that stopped at an error" if stopped else "older code of this notebook" if copy_of_record is not None
                     else "no copy of it")
-            why = "" if newest is None else f" (the GPU record of {newest.date} holds {held})"
+            kind = "GPU record of 2 or more GPUs" if several else "GPU record"
+            why = (f"the newest {kind} ({newest.date}) holds {held}" if newest is not None
+                   else f"no {kind} is filed" + (" (this chapter is shown only from a run on several GPUs)" if several else ""))
+            copy = here / chapter.name / source.name
             device = banner_device(json.loads(copy.read_text())) if copy.exists() else None
+            waiting = f"{why[:1].upper()}{why[1:]}. "  # the box's title says that the page waits for a GPU record
             if device:
-                note = f"**Outputs of this build's machine**: {device}, executed when the site was built{why}."
+                note = waiting + f"These outputs come from this build's machine, {device}, executed when the site was built."
             else:
-                note = (f"**Simulator build**: these outputs come from Numba's CUDA simulator, without a GPU{why}. Its times "
+                note = (waiting + "**Simulator build**: these outputs come from Numba's CUDA simulator, without a GPU. Its times "
                         "are those of Python threads at tiny sizes, so rates and speed-ups are not measured here; the "
                         f"[GPU records]({link}) hold a GPU's.")
             chosen[source] = Source(copy, note, bool(device))
@@ -419,7 +452,7 @@ def then_and_now_page(records: Path = ROOT / "measurements") -> str:
     where = ", ".join(str(meta[key]) for key in ("device", "date") if meta.get(key)) or "a GPU"
     lines += [f"The report below is the output of `python -m gpucourse report`, recorded on {where}: each quantity with the "
               "book's figure and its GPU, and what this GPU measured in the same run against its own ceilings. The "
-              "[measurement records](measurements/README.md) list each GPU run with its driver, date and command; run the "
+              "[records](records.md) list each GPU run with its driver, date and command; run the "
               "same command on your own GPU to get yours."]
     if (folder / "report.html").exists():
         lines += ["", "The same report as one page, with its plots: [report.html](measurements/thenandnow/report.html)."]
@@ -428,9 +461,11 @@ def then_and_now_page(records: Path = ROOT / "measurements") -> str:
     return "\n".join(lines) + "\n" + body.replace("\n# ", "\n## ")
 
 
-def with_note(notebook: dict, note: str) -> dict:
-    """The notebook with `note` (where its outputs come from) in a box right under its title."""
-    box = f"\n\n:::{{note}} Outputs on this page\n{note}\n:::\n\n"
+def with_note(notebook: dict, note: str, warning: bool = False) -> dict:
+    """The notebook with `note` (where its outputs come from) in a box right under its title (a warning box for a page that
+    waits for a GPU record)."""
+    kind, heading = ("warning", "No GPU record of this code yet") if warning else ("note", "Outputs on this page")
+    box = f"\n\n:::{{{kind}}} {heading}\n{note}\n:::\n\n"
     cells = notebook["cells"]
     first = next((c for c in cells if c["cell_type"] == "markdown"), None)
     text = "" if first is None else ("".join(first["source"]) if isinstance(first["source"], list) else first["source"])
@@ -485,23 +520,95 @@ def distinct_titles(stage_dir: Path, files: list[str]) -> None:
                             encoding="utf-8")
 
 
-def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT, pages: dict[Path, Source] | None = None,
-                 record: GpuRecord | None = None) -> str:
+def landing_page(book: list[tuple[Path, list[Path]]], root: Path = ROOT, pages: dict[Path, Source] | None = None) -> str:
     """The site's first page: the README, then the site's own table of contents and where its outputs come from."""
     readme = (root / "README.md").read_text(encoding="utf-8")
+    # a badge is a remote image, which the build (no network) cannot fetch: on the site it is its link, in words
+    readme = re.sub(r"\[!\[([^\]]*)\]\([^)]*\)\]\(([^)]*)\)", r"[\1](\2)", readme)
     lines = [readme.rstrip(), "", "## On this site", ""]
     if pages:
         on_gpu = sum(1 for page in pages.values() if page.gpu)
+        used = sorted({page.record for page in pages.values() if page.record is not None}, key=lambda r: r.folder.name)
+        waiting = sum(1 for page in pages.values() if page.waiting)
         lines += [f"The chapter pages show the outputs of a GPU run for {on_gpu} of {len(pages)} notebooks"
-                  + (f" (recorded on {record.describe()})" if record else "")
-                  + ("" if on_gpu == len(pages) else "; the others are a simulator build, and say so")
-                  + ". Each page opens with a note naming its source.", ""]
+                  + (f", from {len(used)} record(s): " + "; ".join(r.describe() for r in used) if used else "")
+                  + ("" if not waiting else f"; {waiting} wait for a GPU record of their current code and say so at their top")
+                  + f". Each page opens with a note naming its source; the [records]({RECORDS_PAGE}) list every GPU run.", ""]
     for chapter, notebooks in book:
         titles = ", ".join(f"[{notebook_title(nb)}](chapters/{chapter.name}/{nb.name})" for nb in notebooks)
         lines.append(f"- **{chapter_title(chapter)}**: {titles}")
     lines += ["- **Exercises**: " + ", ".join(f"[{p.stem}](exercises/{p.name})" for p in sorted((root / "exercises").glob("*.ipynb"))),
-              "- **Measurements**: [then and now](then_and_now.md), [the records of every GPU run](measurements/README.md)", ""]
+              f"- **Measurements**: [then and now](then_and_now.md), [the records of every GPU run]({RECORDS_PAGE})", ""]
     return "\n".join(lines)
+
+
+#: The one page that reaches every record (a table); the records themselves stay out of the sidebar.
+RECORDS_PAGE = "records.md"
+#: The title of the table of contents' part that holds the record pages: book/theme/render.py leaves it out of the sidebar.
+HIDDEN_PART = "Every record"
+
+
+def record_row(stage_dir: Path, relative: str, records: Path) -> tuple[str, str, str]:
+    """(date, GPU, what it holds) of one record page, from its path, its gpu_ci.json and its title."""
+    path = Path(relative)
+    text = (stage_dir / relative).read_text(encoding="utf-8")
+    title = markdown_title(stage_dir / relative) or (f"Notes of the record {path.parent.name}" if path.stem == "README"
+                                                     else f"{path.stem.replace('_', ' ')} ({path.parent.name})")
+    named = next((part for part in reversed(path.parts[:-1] + (path.stem,)) if re.match(r"^\d{4}-\d{2}-\d{2}", part)), None)
+    dated = (re.search(r"(?<!\d)(20\d\d-\d\d-\d\d)(?!\d)", named or "") or re.search(r"(?<!\d)(20\d\d-\d\d-\d\d)(?!\d)", title)
+             or re.search(r"(?:Date|date):?\s*(20\d\d-\d\d-\d\d)", text))
+    date = dated.group(1) if dated else "—"
+    gpu = None
+    meta = records.parent / path.parent / "gpu_ci.json"
+    if meta.exists():  # a GPU CI record's folder: its gpu_ci.json names the GPU for each of its pages
+        gpu = record_of(meta.parent).describe().split(", driver")[0].split(", 20")[0]
+    if gpu is None:
+        found = re.search(r"(\d) ?x ?(H100|H200)|(?<![A-Za-z0-9])(H100|H200|A100|T4|L4)s?(?![A-Za-z0-9])|(no GPU)",
+                          " ".join([title, relative, text[:600]]), re.I)
+        gpu = ("—" if not found else f"{found.group(1)} x NVIDIA {found.group(2).upper()}" if found.group(1)
+               else "no GPU" if found.group(4) else f"NVIDIA {found.group(3).upper()}")
+    return date, gpu, title
+
+
+def records_page(stage_dir: Path, files: list[str], records: Path) -> str:
+    """The Records page: every record page in a table (date, GPU, what it holds), the newest first."""
+    rows = sorted(((*record_row(stage_dir, f, records), f) for f in files), key=lambda row: (row[0] != "—", row[0], row[3]), reverse=True)
+    lines = ["# Records", "", "Every GPU run this course relies on, the newest first: its date, its GPU and what it holds. "
+             "The [then-and-now report](then_and_now.md) sets the book's figures beside them, and "
+             "[measurements/README.md](measurements/README.md) explains how each was made.", "",
+             "| date | GPU | what it holds |", "| --- | --- | --- |"]
+    for date, gpu, title, relative in rows:
+        lines.append(f"| {date.replace('-', chr(0x2011))} | {gpu} | [{title.replace('|', '/')}]({relative}) |")  # a date on one line
+    return "\n".join(lines) + "\n"
+
+
+#: A Python dict of versions as a record once printed it: "{'python': '3.12.3', 'numpy': '2.4.6'}".
+VERSIONS_DICT = re.compile(r"^(\s*-\s*versions:\s*)(\{.*\})\s*$", re.M)
+
+
+def readable_record(text: str) -> str:
+    """A record page as a reader should meet it: versions as words, not a Python dict; issue numbers out of its title; a run
+    that failed says so at its top, in words."""
+    import ast
+
+    def versions(match: re.Match) -> str:
+        try:
+            found = ast.literal_eval(match.group(2))
+        except (ValueError, SyntaxError):
+            return match.group(0)
+        return match.group(1) + ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else match.group(0)
+
+    text = VERSIONS_DICT.sub(versions, text)
+    text = re.sub(r"^(#\s+.*?)\s*\((?:issues?|#)\s*\d+[^)]*\)\s*$", r"\1", text, count=1, flags=re.M)
+    failed = re.findall(r"\*\*This chapter's measurements failed:\*\*\s*`([^`]*)`", text)
+    if failed:
+        chapters_failed = re.findall(r"^## (Chapter \d+)[^\n]*\n(?:(?!^## ).*\n)*?\*\*This chapter's measurements failed", text, re.M)
+        which = ", ".join(chapters_failed) or "a chapter"
+        box = (f":::{{warning}} This run failed\nThe measurements of {which} stopped at an error ({failed[0].split(':')[0]}), so this "
+               "record holds no rows for it; the records page lists the runs that replaced it.\n:::\n\n")
+        title = re.match(r"#[^#\n][^\n]*\n", text)
+        text = text[:title.end()] + "\n" + box + text[title.end():] if title else box + text
+    return text
 
 
 def notebook_title(path: Path) -> str:
@@ -514,9 +621,12 @@ def notebook_title(path: Path) -> str:
     return path.stem
 
 
-def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records: Path | None = None,
-          record: GpuRecord | None = None) -> dict:
-    """Lay out the MyST project in `stage_dir` (repository paths, so relative links hold); return its myst.yml."""
+def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records: Path | None = None) -> dict:
+    """Lay out the MyST project in `stage_dir` (repository paths, so relative links hold); return its myst.yml.
+
+    The sidebar holds the course (chapters, exercises), the then-and-now report and one Records page; the
+    record pages themselves are reached from that page's table (a part the theme leaves out of the sidebar).
+    """
     records = records or root / "measurements"
     shutil.rmtree(stage_dir, ignore_errors=True)
     stage_dir.mkdir(parents=True)
@@ -530,7 +640,7 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
             target.parent.mkdir(parents=True, exist_ok=True)
             page = pages[source]
             notebook = with_note(link_folders_to_first_notebooks(without_occupancy_warnings(json.loads(page.executed.read_text())),
-                                                                 source.parent), page.note)
+                                                                 source.parent), page.note, warning=page.waiting)
             target.write_text(json.dumps(notebook), encoding="utf-8")
             children.append({"file": f"chapters/{chapter.name}/{source.name}"})
         toc.append({"title": chapter_title(chapter), "children": children})
@@ -541,28 +651,35 @@ def stage(pages: dict[Path, Source], stage_dir: Path, root: Path = ROOT, records
         target.write_text(json.dumps(link_folders_to_first_notebooks(json.loads(source.read_text()), source.parent)), encoding="utf-8")
         exercise_pages.append({"file": f"exercises/{source.name}"})
     toc.append({"title": "Exercises", "children": exercise_pages})
-    measurement_pages = [{"file": "then_and_now.md"}]
+    toc.append({"title": "Measurements", "children": [{"file": "then_and_now.md"}, {"file": RECORDS_PAGE}]})
     (stage_dir / "measurements").mkdir()
-    for page_md in sorted((root / "measurements").glob("*.md"), key=lambda p: (p.name != "README.md", p.name)):
-        shutil.copy(page_md, stage_dir / "measurements" / page_md.name)
-        measurement_pages.append({"file": f"measurements/{page_md.name}"})
-    toc.append({"title": "Measurements", "children": measurement_pages})
+    record_files = []
+    for page_md in sorted((root / "measurements").rglob("*.md")):  # every record, each a page reached from the Records page
+        relative = page_md.relative_to(root).as_posix()
+        (stage_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(page_md, stage_dir / relative)
+        record_files.append(relative)
     (stage_dir / "then_and_now.md").write_text(then_and_now_page(records), encoding="utf-8")
-    (stage_dir / "index.md").write_text(landing_page(book, root, pages, record), encoding="utf-8")
+    (stage_dir / "index.md").write_text(landing_page(book, root, pages), encoding="utf-8")
     if (records / "thenandnow" / "report.html").exists():  # the report's own page, linked from then_and_now.md
         (stage_dir / "measurements" / "thenandnow").mkdir(parents=True, exist_ok=True)
         shutil.copy(records / "thenandnow" / "report.html", stage_dir / "measurements" / "thenandnow" / "report.html")
-    in_toc = {entry["file"] for entry in _toc_entries(toc)}
-    linked_pages = []  # Markdown files that pages link to (a GPU CI record's gpu_ci.md, the report's report.md): pages too
-    while True:
+    in_toc = {entry["file"] for entry in _toc_entries(toc)} | set(record_files)
+    while True:  # Markdown files that pages link to (a GPU CI record's gpu_ci.md, the report's report.md): record pages too
         new_pages = [path.relative_to(stage_dir).as_posix() for path in copy_linked_files(stage_dir, root) if path.suffix == ".md"]
         new_pages = [name for name in new_pages if name not in in_toc]
         if not new_pages:
             break
-        linked_pages += [{"file": name} for name in new_pages]
-    if linked_pages:
-        measurement_pages.append({"title": "Records linked from the pages", "children": sorted(linked_pages, key=lambda p: p["file"])})
-    distinct_titles(stage_dir, [entry["file"] for entry in [*measurement_pages, *linked_pages] if "file" in entry])
+        record_files += new_pages
+        in_toc |= set(new_pages)
+    record_files = sorted(set(record_files), key=lambda f: (f != "measurements/README.md", f))
+    distinct_titles(stage_dir, record_files)
+    for relative in record_files:
+        page = stage_dir / relative
+        page.write_text(readable_record(page.read_text(encoding="utf-8")), encoding="utf-8")
+    (stage_dir / RECORDS_PAGE).write_text(records_page(stage_dir, [f for f in record_files if f != "measurements/README.md"], records),
+                                          encoding="utf-8")
+    toc.append({"title": HIDDEN_PART, "children": [{"file": f} for f in record_files]})
     config = {
         "version": 1,
         "project": {"title": TITLE, "toc": toc},
@@ -634,36 +751,40 @@ def broken_links(site: Path) -> list[str]:
 
 
 def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 2, timeout: int = 300, here: bool = False,
-          records: Path = ROOT / "measurements") -> Path:
+          records: Path = ROOT / "measurements", strict: bool = False) -> Path:
     """Build the site into `out` and check its links; return `out`.
 
     `executed`: every page from this folder (its notebooks must match chapters/). Otherwise each page
-    shows the newest GPU record under `records` where its code is current, and the rest (all, with
-    `here`) are executed on this machine.
+    shows the newest GPU record under `records` where its code is current (chapter 4's: of 2 or more
+    GPUs), and the rest (all, with `here`) are executed on this machine, each saying at its top that it
+    waits for a GPU record. `strict`: fail instead when any page would wait.
     """
     book = chapters()
-    link = "measurements/README.md"
+    link = RECORDS_PAGE
     if executed is not None:
         problems = check_executed(executed)
         if problems:
             raise SiteError("the executed notebooks do not match chapters/:\n  " + "\n  ".join(problems))
         filed = executed.name == "executed" and executed.parent.parent.name == "gpu_ci"  # a GPU record's folder
-        record = record_of(executed.parent) if filed else None
-        pages = (sources(book, record, None, link) if filed else
-                 {source: Source(executed / chapter.name / source.name, *executed_note(executed / chapter.name / source.name))
-                  for chapter, notebooks in book for source in notebooks})
+        pages = sources(book, [record_of(executed.parent)], None, link) if filed else {}
+        pages.update({source: Source(executed / chapter.name / source.name, *executed_note(executed / chapter.name / source.name))
+                      for chapter, notebooks in book for source in notebooks if source not in pages})
     else:
         every_record = [] if here else gpu_records(records)
-        record = every_record[0] if every_record else None
+        waiting = waiting_pages(book, every_record)
+        if strict and waiting:
+            raise SiteError(f"{len(waiting)} page(s) have no GPU record of their notebook's current code (--strict):\n  "
+                            + "\n  ".join(str(source.relative_to(ROOT)) for source in waiting)
+                            + "\nrun them on a GPU (python3 tools/gpu_ci.py OUT --steps chapters --stale; chapter 4 on 2 or more GPUs) "
+                            "and file the record (python3 tools/gpu_ci.py file OUT)")
         pages = sources(book, every_record, None, link)
-        missing = {source for _, notebooks in book for source in notebooks if source not in pages}
-        if missing:
-            done = executed_here(jobs, timeout, only=missing)
-            pages.update({source: page for source, page in sources(book, every_record, done, link).items() if source in missing})
-        print(f"pages: {sum(page.gpu for page in pages.values())} of {len(pages)} with GPU outputs"
-              + (f" (record {record.folder.name})" if record else "" if here else " (no GPU record found)"), flush=True)
+        if waiting:
+            done = executed_here(jobs, timeout, only=set(waiting))
+            pages.update({source: page for source, page in sources(book, every_record, done, link).items() if source in waiting})
+    for line in build_log(pages, here):
+        print(line, flush=True)
     stage_dir = out.with_name(out.name + ".stage")  # one per output: two builds at once (tests in parallel) never share one
-    stage(pages, stage_dir, records=records, record=record)
+    stage(pages, stage_dir, records=records)
     jupyter_book(stage_dir)
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(stage_dir / "_build" / "html", out)
@@ -671,6 +792,24 @@ def build(executed: Path | None = None, out: Path = BUILD / "html", jobs: int = 
     if broken:
         raise SiteError(f"{len(broken)} broken internal link(s) in the site:\n  " + "\n  ".join(broken))
     return out
+
+
+def build_log(pages: dict[Path, Source], here: bool = False) -> list[str]:
+    """What the build took its pages from: a line per GPU record used (its pages), then every page that waits for one."""
+    used: dict[Path, list[Path]] = {}
+    for source, page in pages.items():
+        if page.record is not None:
+            used.setdefault(page.record.folder, []).append(source)
+    lines = [f"pages: {sum(page.gpu for page in pages.values())} of {len(pages)} with GPU outputs, from {len(used)} record(s)"
+             + ("" if used or here else " (no GPU record of their current code found)")]
+    for folder, served in sorted(used.items(), key=lambda item: item[0].name):
+        chapter_names = sorted({source.parent.name for source in served})
+        lines.append(f"  record {folder.name}: {len(served)} page(s) of {', '.join(chapter_names)}")
+    waiting = sorted(source for source, page in pages.items() if page.waiting)
+    if waiting and not here:
+        lines.append(f"  waiting for a GPU record of their current code ({len(waiting)}, built here instead, and say so at their top):")
+        lines += [f"    {source.relative_to(ROOT) if source.is_relative_to(ROOT) else source}" for source in waiting]
+    return lines
 
 
 def executed_note(path: Path) -> tuple[str, bool]:
@@ -685,7 +824,10 @@ def executed_note(path: Path) -> tuple[str, bool]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--executed", type=Path, help="a folder of executed chapter notebooks (DIR/NN_chapter/NN_name.ipynb) to "
-                        "build from, e.g. from a recorded GPU run; default: execute them here")
+                        "build every page from, e.g. a recorded GPU run's; default: each page from the newest GPU record of its "
+                        "current code under --records, the others executed here")
+    parser.add_argument("--strict", action="store_true", help="fail when a page has no GPU record of its notebook's current code "
+                        "(chapter 4: of 2 or more GPUs) instead of building it here")
     parser.add_argument("--here", action="store_true", help="execute every chapter notebook on this machine (the simulator "
                         "without a GPU) instead of showing the recorded GPU run")
     parser.add_argument("--records", type=Path, default=ROOT / "measurements", help="the folder of the GPU records: gpu_ci/<date>_<gpu>/ "
@@ -701,8 +843,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.executed and args.here:
             raise SiteError("give --executed DIR or --here, not both")
+        if args.strict and (args.executed or args.here):
+            raise SiteError("--strict checks the GPU records: give it without --executed and --here")
         out = build(args.executed.resolve() if args.executed else None, args.out.resolve(), args.jobs, args.timeout, args.here,
-                    args.records.resolve())
+                    args.records.resolve(), args.strict)
     except SiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

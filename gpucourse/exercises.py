@@ -6,8 +6,9 @@ A notebook in `solutions/` marks each answer with nbgrader's delimiters::
     ...the instructor's answer...
     ### END SOLUTION
 
-`build` writes `exercises/<same name>` with each such block replaced by a stub that raises
-NotImplementedError carrying the hint, hidden tests (``### BEGIN HIDDEN TESTS`` ...
+`build` writes `exercises/<same name>` with each such block replaced by a stub that defines what
+the block defined (its functions and kernels, their bodies raising NotImplementedError with the
+hint), so that the check cells run and say "not yet right", hidden tests (``### BEGIN HIDDEN TESTS`` ...
 ``### END HIDDEN TESTS``) removed and outputs cleared. It also gives the solution cells and the check
 cells the cell metadata nbgrader expects, so instructors can use either tool, and makes the set-up
 cells (those that import gpucourse) locked, read-only nbgrader cells: autograde puts them back as
@@ -49,21 +50,69 @@ def _hint(line: str) -> str:
     return rest or DEFAULT_HINT
 
 
+#: Characters of a hint on one line of a stub: a stub's lines stay within a notebook's and a page's width.
+HINT_WIDTH = 80
+
+
+def raise_lines(hint: str, indent: str) -> list[str]:
+    """`raise NotImplementedError("hint")` at `indent`, the hint cut at spaces into strings of at most HINT_WIDTH characters."""
+    pieces: list[str] = []
+    for word in hint.split(" "):
+        if pieces and len(pieces[-1]) + len(word) + 1 <= HINT_WIDTH:
+            pieces[-1] += " " + word
+        else:
+            pieces.append(word)
+    pieces = [piece + " " for piece in pieces[:-1]] + pieces[-1:]
+    opening = f"{indent}raise NotImplementedError("
+    return [opening + repr(pieces[0]) + (")" if len(pieces) == 1 else "")] + [
+        " " * len(opening) + repr(piece) + (")" if k == len(pieces) - 1 else "") for k, piece in enumerate(pieces) if k]
+
+
+def stub_of(block: list[str], indent: str, hint: str) -> list[str]:
+    """The stub of one solution block: inside a function, its body raises; at the top of a cell, every function the block
+    defines is defined again (decorators, signature, docstring) with a body that raises NotImplementedError with the hint, and
+    its imports are kept. So an unanswered notebook reaches its check cells, which say "not yet right" in their own words."""
+    if indent:
+        return [f"{indent}# YOUR CODE HERE", *raise_lines(hint, indent)]
+    import ast
+    import textwrap
+
+    code = textwrap.dedent("\n".join(block))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # not Python we can read (a magic): the plain stub
+        return ["# YOUR CODE HERE", *raise_lines(hint, "")]
+    lines = code.split("\n")
+    out = ["# YOUR CODE HERE: define the names below (the check calls them)"]
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out += lines[node.lineno - 1:node.end_lineno]
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            body = node.body
+            docstring = (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                         and isinstance(body[0].value.value, str))
+            header_end = body[0].end_lineno if docstring else body[0].lineno - 1
+            header = lines[first - 1:header_end]
+            inner = lines[body[0].lineno - 1][:body[0].col_offset]
+            statement = raise_lines(hint, inner) if isinstance(node, ast.FunctionDef) else [f"{inner}pass"]
+            out += ([""] if len(out) > 1 else []) + header + statement
+    return out if len(out) > 1 else ["# YOUR CODE HERE", *raise_lines(hint, "")]
+
+
 def strip_solutions(text: str, cell_type: str, where: str = "") -> str:
-    """Replace solution blocks with stubs and drop hidden tests in one cell's source."""
+    """Replace solution blocks with stubs (`stub_of`) and drop hidden tests in one cell's source."""
     out: list[str] = []
     inside: str | None = None
+    block: list[str] = []
     for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
         if inside is None:
             if BEGIN_SOLUTION in stripped:
                 inside = "solution"
                 indent = line[: len(line) - len(line.lstrip())]
-                if cell_type == "code":
-                    out.append(f"{indent}# YOUR CODE HERE")
-                    out.append(f"{indent}raise NotImplementedError({_hint(line)!r})")
-                else:
-                    out.append("YOUR ANSWER HERE")
+                hint = _hint(line)
+                block = []
             elif BEGIN_HIDDEN in stripped:
                 inside = "hidden"
             elif END_SOLUTION in stripped or END_HIDDEN in stripped:
@@ -72,10 +121,13 @@ def strip_solutions(text: str, cell_type: str, where: str = "") -> str:
                 out.append(line)
         elif inside == "solution" and END_SOLUTION in stripped:
             inside = None
+            out += stub_of(block, indent, hint) if cell_type == "code" else ["YOUR ANSWER HERE"]
         elif inside == "hidden" and END_HIDDEN in stripped:
             inside = None
         elif BEGIN_SOLUTION in stripped or BEGIN_HIDDEN in stripped:
             raise MarkerError(f"{where}: line {number} opens a block inside another block")
+        elif inside == "solution":
+            block.append(line)
     if inside is not None:
         raise MarkerError(f"{where}: a {inside} block is never closed")
     return "\n".join(out)

@@ -325,6 +325,9 @@ SIZES: dict[str, Size] = {
     "ch4_domain_test_mesh": Size(gpu=(1030, 777), simulator=(23, 17), unit="(ny, nx) of the split Jacobi solver's tests"),
     "ch4_test_slice": Size(gpu=(300, 170), simulator=(5, 7), unit="(rows, columns) per part in the tests (times the parts)"),
     "ch4_exercise_slice": Size(gpu=(96, 80), simulator=(3, 5), unit="(rows, columns) per part in the exercise checks"),
+    "ch4_fft3d": Size(gpu=512, simulator=12, unit="points per side of the slab 3D FFT (its rank program's default)"),
+    "ch4_fft3d_sizes": Size(gpu=(128, 256, 512), simulator=(8, 12), unit="points per side of the distributed 3D FFT's notebook runs"),
+    "ch4_alltoall_block": Size(gpu=64 * 2**20, simulator=1024, unit="bytes per block of the all-to-all"),
     # --- Chapter 5: Monte Carlo ----------------------------------------------------------------
     "ch5_threads_per_block": Size(gpu=256, simulator=32, unit="threads per block of the chapter's kernels"),
     "ch5_repeat": Size(gpu=15, simulator=1, unit="timed samples per measurement"),

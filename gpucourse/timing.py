@@ -133,7 +133,11 @@ class Timing:
             return f"each call waits for the GPU ({self.waits_at}), so calls cannot overlap: a loop of them pays every launch and wait in full"
         if not self.host_limited:
             return ""
-        host = f" (the host needs {1e3 * self.host_ms_per_call:.0f} us to issue one)" if self.host_ms_per_call else ""
+        # the host's cost beside it only where the two agree: a host slower to queue a call than calls follow each other
+        # back to back would be no cost of these calls (a disturbed sample)
+        consistent = self.host_ms_per_call and self.host_ms_per_call <= BACK_TO_BACK_TOLERANCE * self.back_to_back_ms
+        host = (f" (the host needs {1e3 * self.host_ms_per_call:.0f} us to queue one: the median of {len(self.samples_ms)} samples of "
+                f"{self.calls_per_sample} calls)" if consistent else "")
         return (
             f"called back to back, each call takes {1e3 * self.back_to_back_ms:.0f} us, {self.back_to_back_slowdown:.1f}x the "
             f"{1e3 * self.median_ms:.0f} us the GPU needs{host}: the host, not the GPU, sets the pace. "
@@ -331,15 +335,18 @@ def benchmark(
     issue_start = time.perf_counter()
     for _ in range(3):
         fn()
-    host_ms_per_call = 1e3 * (time.perf_counter() - issue_start) / 3
+    first_guess_ms = 1e3 * (time.perf_counter() - issue_start) / 3  # for the gate's time limit only: three calls are no measurement
     cuda.synchronize()
+    issue_ms: list[float] = []  # the host's time to queue one call, from every gated sample (the GPU waits behind the gate)
 
     def gated_sample(calls: int) -> float | None:
-        timeout_ms = 200.0 + 10.0 * calls * host_ms_per_call
+        timeout_ms = 200.0 + 10.0 * calls * first_guess_ms
         gate.close(cupy_stream, timeout_ms)
         start_event.record(cupy_stream)
+        queued = time.perf_counter()
         for _ in range(calls):
             fn()
+        issue_ms.append(1e3 * (time.perf_counter() - queued) / calls)
         end_event.record(cupy_stream)
         gate.open()
         end_event.synchronize()
@@ -355,7 +362,7 @@ def benchmark(
     gated = first is not None
     waits_at = None
     if not gated:  # fn waits for the GPU, so launches cannot be queued: find the wait, then time each call on its own
-        waits_at = _where_it_waits(fn, gate, cupy_stream, 200.0 + 10.0 * host_ms_per_call)
+        waits_at = _where_it_waits(fn, gate, cupy_stream, 200.0 + 10.0 * first_guess_ms)
         cuda.synchronize()
         first = plain_sample(1)
     if calls_per_sample is None:
@@ -377,6 +384,9 @@ def benchmark(
     else:
         back_to_back = statistics.median(samples)
         clock = "CUDA events, one call at a time (fn waits for the GPU)"
+    # the host's cost per call: the median over every timed sample's queueing (repeat x calls_per_sample calls); a call that
+    # waits for the GPU cannot be queued, so its host cost is not told apart from the GPU's
+    host_ms_per_call = statistics.median(issue_ms[1:] or issue_ms) if gated else None
     return Timing(tuple(samples), calls_per_sample, clock, host_ms_per_call, gated, back_to_back, waits_at)
 
 

@@ -198,6 +198,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("04_multi_gpu/05_domain_decomposition.ipynb",  # about 50 timed runs of 100 sweeps: launch costs, strong, weak, MPI
              (_m("ch4_domain_mesh", calls=5000, moved=lambda z: 8 * _area(z["ch4_domain_mesh"])),),
              holds=("ch4_domain_mesh",), explains=("ch4_domain_mesh",)),
+    Notebook("04_multi_gpu/06_distributed_fft.ipynb",  # the all-to-all six ways (20 runs each), then 2 x 3 sizes of forward transforms
+             (_m("ch4_alltoall_block", calls=6 * 21, moved=lambda z: 2 * 4 * z["ch4_alltoall_block"]),
+              _m("ch4_fft3d_sizes", calls=2 * 21, moved=lambda z: [5 * 2 * 8 * s**3 for s in z["ch4_fft3d_sizes"]]))),
     # --- Chapter 5 ---
     Notebook("05_monte_carlo/01_random_numbers.ipynb",  # nine generators, float32 then float64
              (_m("ch5_random_numbers", benchmarks=9, repeat=15, moved=lambda z: 4 * z["ch5_random_numbers"]),

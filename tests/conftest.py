@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -29,6 +30,13 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_MODE", "NUMBA_ENABLE_CUDASIM")}
     environment.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300)
+
+
+def gpu_only(reason: str) -> NoReturn:
+    """End a test where there is no GPU: skipped, with `reason` (what only a GPU shows), never counted as passed.
+
+    Call it after asserting what this mode does show (a GPU-only feature refused with its reason, for instance)."""
+    pytest.skip(f"needs a GPU: {reason}")
 
 
 # Files that take minutes (a website build that executes every chapter notebook, nbgrader, a browser, every kernel

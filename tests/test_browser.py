@@ -184,6 +184,8 @@ def test_course_lab_opens_on_the_first_notebook(browser, tmp_path):
         tab.wait_for(timeout=120_000)
         page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for(state="visible", timeout=60_000)
         wait_idle(page, 120)  # the kernel has started
+        page.wait_for_timeout(10_000)  # JupyterLab writes the kernel's language_info a few seconds after it starts
+        assert page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, "the tab turned dirty with no edit"
         page.screenshot(path=SHOTS / "lab_first_notebook.png")
         # opened and saved unchanged, the notebook is unchanged in git (the kernel's language_info is stored; ./course lab
         # leaves its Python version out)
@@ -195,6 +197,7 @@ def test_course_lab_opens_on_the_first_notebook(browser, tmp_path):
             (ROOT / first).write_bytes(original)
         log = (tmp_path / "lab.log").read_text()
         assert f"/lab/tree/{first}?token=" in log, log[-2000:]  # the URL printed for a browser elsewhere opens it too
+        assert "Overriding existing pre_save_hook" not in log, [line for line in log.splitlines() if "pre_save_hook" in line]
         if os.geteuid() == 0:
             assert "starting JupyterLab with --allow-root" in log, log[-2000:]
         # students do not see the instructor's tools: nbgrader's menu, its Create Assignment sidebar, its Validate button
@@ -364,6 +367,21 @@ def test_the_site_shows_the_recorded_gpu_run_and_keeps_tables_inside(browser, re
     page.goto((out / pages["/then_and_now.md"]).as_uri())
     text = page.locator("main").inner_text()
     assert "No report is recorded yet" not in text and "recorded on NVIDIA H200" in text and "4312" in text
+    # no printed line is cut: every output box wraps its lines (pages with long printed sentences: 3.4, 4.5, 7.1)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    for source in ("03_optimization/04_transpose.ipynb", "04_multi_gpu/05_domain_decomposition.ipynb", "07_fft/01_cufft.ipynb"):
+        if f"/chapters/{source}" not in pages:
+            continue
+        page.goto((out / pages[f"/chapters/{source}"]).as_uri())
+        cut = page.evaluate("""() => [...document.querySelectorAll('main pre.output, main pre.code')]
+            .filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.innerText.slice(0, 60))""")
+        assert cut == [], f"{source}: lines cut in {len(cut)} box(es): {cut[:3]}"
+    # the sidebar: the course and one Records page, at most 52 links; the records are reached from its table
+    page.goto((out / "index.html").as_uri())
+    assert page.locator("nav.sidebar a").count() <= 52
+    page.locator("nav.sidebar a", has_text="Records").first.click()
+    page.wait_for_load_state()
+    assert page.locator("main table th", has_text="GPU").count() == 1 and page.locator("main table tr").count() > 10
     page.close()
 
 

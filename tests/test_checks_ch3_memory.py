@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import gpu_only
 from numba import cuda, float32
 
 import gpucourse
@@ -479,18 +480,27 @@ def test_ufunc_stubs_are_not_passed_over():
 
 
 @pytest.mark.parametrize(("makers", "cause"), [
-    ((make_ufunc(signature="float64(float64, float64)"), make_elementwise(), make_reduction()), "(returns float64|raised)"),
+    ((make_ufunc(signature="float64(float64, float64)"), make_elementwise(), make_reduction()), r"signature is float64\(float64"),
+    ((make_ufunc(), make_elementwise(output="float64 d"), make_reduction()), r"ElementwiseKernel declares out_params \"float64 d\""),
+    ((make_ufunc(), make_elementwise(one="1.0"), make_reduction()), r"holds the literal 1\.0, a double.*1\.0f"),
+    ((make_ufunc(), make_elementwise(), make_reduction(output="float64 m")), r"ReductionKernel declares out_params \"float64 m\""),
+])
+def test_ufunc_kernel_float64_declarations_are_named_in_both_modes(makers, cause):
+    """What the answer declares (a ufunc's signature, a CuPy kernel's types and C code) is read in both modes, before anything runs."""
+    with pytest.raises(CheckFailed, match=cause):
+        ch3_memory.check_ufunc_kernels(rel_diff, *makers)
+
+
+@pytest.mark.parametrize(("makers", "cause"), [
     ((make_ufunc(target="cpu"), make_elementwise(), make_reduction()), "(ran on the CPU|raised)"),
-    ((make_ufunc(), make_elementwise(output="float64 d"), make_reduction()), "ElementwiseKernel returns float64"),
     ((make_ufunc(), make_elementwise(), make_reduction(reduce="a + b")), "reduce with max"),
-    ((make_ufunc(), make_elementwise(), make_reduction(output="float64 m")), "ReductionKernel returns float64"),
 ])
 def test_ufunc_kernel_mistakes_are_named_on_a_gpu(makers, cause, capsys):
-    """On a GPU each ufunc-style kernel is judged; in the simulator they cannot run, and the check says so instead of passing them."""
+    """On a GPU each ufunc-style kernel is run and judged; in the simulator they cannot run, and the check says so instead of passing them."""
     if mode.is_simulator():
         ch3_memory.check_ufunc_kernels(rel_diff, *makers)
         assert "judged only on a GPU" in capsys.readouterr().out
-        return
+        gpu_only("the ufunc-style kernels run and are judged only there (the simulator's note was checked)")
     with pytest.raises(CheckFailed, match=cause):
         ch3_memory.check_ufunc_kernels(rel_diff, *makers)
 
@@ -504,7 +514,7 @@ def test_racecheck_names_a_missing_barrier_on_a_gpu():
         with pytest.raises(RuntimeError, match="needs a GPU"):
             sanitizer.racecheck(wide_no_barrier, arguments)
         assert not sanitizer.racecheck_available()
-        return
+        gpu_only("compute-sanitizer's racecheck (refused in the simulator, checked)")
     assert sanitizer.racecheck_available(), "put the CUDA toolkit's bin folder (compute-sanitizer) on the PATH"
     report = sanitizer.racecheck(wide_no_barrier, arguments)
     assert report.errors > 0, report.output[-2000:]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpucourse.checks import CheckFailed, ch4
-from gpucourse.domains import model as M
-from gpucourse.mpi import exchange, ranks
+from gpucourse.multigpu import model as M
+from gpucourse.multigpu.mpi import exchange, ranks
 
 # --- 4.1 -----------------------------------------------------------------------------------------
 
@@ -100,15 +100,42 @@ def faster_per_gpu(problem, gpus, machine):
     return seconds_then_ms(problem, gpus, machine) * gpus < seconds_then_ms(problem, 1, machine)
 
 
-def student(mistake):
-    """An answer that makes one usual mistake (the check's own catalogue, written out as a student would)."""
-    return lambda problem, gpus, machine: ch4._mistaken_ms(mistake, problem, gpus, machine)
+def by_hand(hbm="hbm", passes=2, divided=True, sent_factor=1.0, link_factor=1.0, all_to_all="p-1", neighbours="middle",
+            launch=True, latency=True, messages_launch=True, processes="one per GPU", combine="max", compute=True, unit="ms"):
+    """An answer written from the exercise's text with one knob turned the wrong way (independent of the check's catalogue).
+
+    GB = 1e9 bytes and TFLOP/s = 1e12 flop/s; times are summed in seconds and converted once at the end.
+    """
+    def predicted(problem, gpus, machine):
+        share = problem.data_bytes / (gpus if divided else 1)
+        rate = machine.hbm_gbs if hbm == "hbm" else machine.link_gbs
+        memory_s = passes * share / (rate * 1e9)
+        compute_s = problem.flops / (gpus if divided else 1) / (machine.tflops * 1e12) if compute else 0.0
+        if gpus == 1 or problem.exchange == "none":
+            sent, messages = 0.0, 0
+        elif problem.exchange == "all_to_all":
+            if all_to_all == "p-1":
+                sent, messages = problem.data_bytes / gpus * (gpus - 1) / gpus, gpus - 1
+            else:  # a GPU sends its whole share, one message to each of the P GPUs
+                sent, messages = problem.data_bytes / gpus, gpus
+        else:
+            count = {"middle": min(2, gpus - 1), "all": gpus - 1, "two": 2}[neighbours]
+            sent, messages = count * problem.halo_bytes, count
+        link_s = sent_factor * sent / (link_factor * machine.link_gbs * 1e9)
+        issued = (problem.launches + (messages if messages_launch else 0)) * (machine.launch_us if launch else 0.0)
+        if processes == "one for all":
+            issued *= gpus
+        steps_s = (issued + messages * (machine.latency_us if latency else 0.0)) * 1e-6
+        body = max(memory_s, compute_s) if combine == "max" else memory_s + compute_s
+        seconds = body + link_s + steps_s
+        return {"ms": 1e3, "s": 1.0, "us": 1e6}[unit] * seconds
+    return predicted
 
 
 def test_the_split_estimate_passes_right_answers(capsys):
     for answer in (reference_time_ms, seconds_then_ms, blocks_per_gpu, M.split_estimate_ms):
         ch4.check_split_estimate(answer, reference_pays)
-        assert capsys.readouterr().out.startswith("\u2705 Exercise 4.2: your estimate matches the model on 16 cases")
+        assert capsys.readouterr().out.startswith(f"\u2705 Exercise 4.2: your estimate matches the model on {len(ch4.SPLIT_CASES)} cases")
     ch4.check_split_estimate(seconds_then_ms, lambda problem, gpus, machine: not seconds_then_ms(problem, gpus, machine)
                              >= seconds_then_ms(problem, 1, machine))
 
@@ -137,24 +164,24 @@ def p_peers_by_hand(problem, gpus, machine):
 
 
 @pytest.mark.parametrize(("answer", "cause"), [
-    (student("link_for_hbm"), "The memory time uses the link's bandwidth"),
+    (by_hand(hbm="link"), "The memory time uses the link's bandwidth"),
     (read_only_by_hand, "The memory time counts the data once"),
-    (student("read_only"), "The memory time counts the data once"),
-    (student("sent_and_received"), "The link time puts the bytes a GPU sends and those it receives on one direction"),
-    (student("both_directions_bandwidth"), "The link time uses both directions' bandwidth"),
+    (by_hand(passes=1), "The memory time counts the data once"),
+    (by_hand(sent_factor=2), "The link time puts the bytes a GPU sends and those it receives on one direction"),
+    (by_hand(link_factor=2), "The link time uses both directions' bandwidth"),
     (no_steps_by_hand, "The per-step costs are left out"),
-    (student("no_launch_cost"), "The host's cost per step"),
-    (student("no_latency"), "The link's latency"),
-    (student("messages_not_issued"), "Only the launches pay machine.launch_us"),
+    (by_hand(launch=False), "The host's cost per step"),
+    (by_hand(latency=False), "The link's latency"),
+    (by_hand(messages_launch=False), "Only the launches pay machine.launch_us"),
     (p_peers_by_hand, "In the all-to-all a GPU sends to P - 1 others, not P"),
-    (student("halo_to_all"), "A halo goes to the neighbouring slabs only"),
-    (student("two_neighbours"), "With 2 GPUs each slab has one neighbour"),
-    (student("not_divided"), "The memory and compute times are not divided by the GPUs"),
-    (student("one_process"), "The steps are counted for all P GPUs"),
-    (student("added_compute"), "Memory and compute times are added"),
-    (student("no_compute"), "The flops are left out"),
-    (student("seconds"), "Your times are 1000 times too small"),
-    (student("microseconds"), "Your times are 1000 times too large"),
+    (by_hand(neighbours="all"), "A halo goes to the neighbouring slabs only"),
+    (by_hand(neighbours="two"), "With 2 GPUs each slab has one neighbour"),
+    (by_hand(divided=False), "The memory and compute times are not divided by the GPUs"),
+    (by_hand(processes="one for all"), "The steps are counted for all P GPUs"),
+    (by_hand(combine="sum"), "Memory and compute times are added"),
+    (by_hand(compute=False), "The flops are left out"),
+    (by_hand(unit="s"), "Your times are 1000 times too small"),
+    (by_hand(unit="us"), "Your times are 1000 times too large"),
 ])
 def test_the_split_estimate_names_each_usual_mistake(answer, cause):
     with pytest.raises(CheckFailed) as failed:
@@ -165,7 +192,7 @@ def test_the_split_estimate_names_each_usual_mistake(answer, cause):
 
 
 def test_the_split_estimate_explains_an_unknown_mistake_and_wrong_verdicts():
-    two_mistakes = lambda problem, gpus, machine: ch4._mistaken_ms("read_only", problem, gpus, machine) * 1.5  # noqa: E731
+    two_mistakes = lambda problem, gpus, machine: by_hand(passes=1)(problem, gpus, machine) * 1.5  # noqa: E731
     with pytest.raises(CheckFailed, match=r"For the transpose of 16384² float32 on 1 GPU .*The model's parts: memory .* compute"):
         ch4.check_split_estimate(two_mistakes, reference_pays)
     with pytest.raises(CheckFailed, match=r"split_pays\('the transpose of 16384² float32', 4, .*says False, but 4 GPUs take "
@@ -256,7 +283,7 @@ def test_the_all_to_all_pass_line_says_grouped_only_for_one_group(capsys):
     for ungrouped_but_right in (pairwise_in_order, group_per_peer):
         ch4.check_all_to_all(ungrouped_but_right)
         line = capsys.readouterr().out
-        assert line.startswith("\u2705 Exercise 4.3: with 2, 3 and 4 ranks every block reaches its rank.")
+        assert line.startswith("\u2705 Exercise 4.3: with 1 to 5 ranks every block reaches its rank.")
         assert "grouped exchange" not in line and "several steps" in line and "with comm.group()" in line
 
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse import distributed as D
 from gpucourse import multigpu
 from gpucourse.errors import DecompositionError
+from gpucourse.multigpu import peer
+from gpucourse.multigpu import transpose as D
 
 TILE = gpucourse.problem_size("ch4_tile")
 
@@ -114,7 +115,7 @@ def test_peer_access_is_switched_as_asked():
 def test_closing_a_transpose_puts_peer_access_back(monkeypatch):
     """What close() undoes, with the driver calls recorded (a pair of GPUs is not needed to follow the bookkeeping)."""
     calls = []
-    monkeypatch.setattr(multigpu, "_set_one_way", lambda device, peer, enabled: calls.append((device, peer, enabled)))
+    monkeypatch.setattr(peer, "_set_one_way", lambda device, peer, enabled: calls.append((device, peer, enabled)))
     multigpu.restore_peer_access(0, 1, (True, False))
     assert calls == [(0, 1, True), (1, 0, False)]
     h, w = gpucourse.problem_size("ch4_test_slice")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse import mpi
-from gpucourse.domains import PeerJacobi, plan_slabs, scaling
 from gpucourse.errors import DecompositionError
 from gpucourse.kernels import laplace
+from gpucourse.multigpu import mpi
+from gpucourse.multigpu.domains import PeerJacobi, plan_slabs, scaling
 
 SHAPE = tuple(gpucourse.problem_size("ch4_domain_test_mesh"))
 
@@ -85,7 +85,7 @@ def test_the_mpi_program_gives_the_one_gpu_bits():
     sweeps, every, halo = 4, 2, 2
     mesh = scaling.sample_mesh(SHAPE)
     reference, residuals = one_gpu(mesh, sweeps, every)
-    run = mpi.run_program("gpucourse.domains.ranks", ranks, ["--shape", *SHAPE, "--sweeps", sweeps, "--every", every, "--halo", halo,
+    run = mpi.run_program("gpucourse.multigpu.domains.ranks", ranks, ["--shape", *SHAPE, "--sweeps", sweeps, "--every", every, "--halo", halo,
                                                              "--check", "--repeat", 1, "--expect-ranks", ranks], timeout_s=600)
     assert run.result["digest"] == scaling.digest(reference), run.lines
     assert [tuple(r) for r in run.result["residuals"]] == residuals
@@ -97,7 +97,7 @@ def test_more_ranks_than_gpus_say_so_and_still_agree():
     ranks = mpi.default_ranks() + 1
     mesh = scaling.sample_mesh(SHAPE)
     reference, _ = one_gpu(mesh, 2, 2)
-    run = mpi.run_program("gpucourse.domains.ranks", ranks, ["--shape", *SHAPE, "--sweeps", 2, "--every", 2, "--check", "--repeat", 1],
+    run = mpi.run_program("gpucourse.multigpu.domains.ranks", ranks, ["--shape", *SHAPE, "--sweeps", 2, "--every", 2, "--check", "--repeat", 1],
                           timeout_s=600)
     assert run.result["exchange"] == "host"
     assert "NCCL not used" in run.result["exchange_note"]

@@ -1,4 +1,4 @@
-"""The model of splitting work over P GPUs (gpucourse.domains.model): its limits, and the numbers of issue 27."""
+"""The model of splitting work over P GPUs (gpucourse.multigpu.model): its limits, and the numbers of issue 27."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from gpucourse import distributed as D
-from gpucourse.domains import model as M
 from gpucourse.errors import DecompositionError
+from gpucourse.multigpu import model as M
+from gpucourse.multigpu import transpose as D
 
 N = 16384  # the issue's mesh and matrix: 16384² float32
 H100 = M.H100_NVSWITCH
@@ -41,7 +41,8 @@ def test_efficiency_is_at_most_one(machine, gpus):
 
 
 def test_the_halo_share_shrinks_as_the_mesh_grows():
-    shares = [M.jacobi_model(n, n, 4, 4, H100, 3, False, True).halo_share for n in (256, 1024, 4096, N)]
+    no_host = M.Machine(3000.0, 450.0, launch_us=0.0)  # the halo against the GPUs' own work
+    shares = [M.jacobi_model(n, n, 4, 4, no_host, 3, False, True).halo_share for n in (256, 1024, 4096, N)]
     assert shares == sorted(shares, reverse=True) and shares[-1] < 0.03 < 0.3 < shares[0]
     efficiencies = [M.jacobi_model(n, n, 4, 4, H100, 3, True, True).efficiency for n in (256, 1024, 4096, N)]
     assert efficiencies == sorted(efficiencies)
@@ -58,12 +59,12 @@ def test_a_halo_counts_its_rows_sent_and_received_and_the_end_slabs_have_one_nei
 def test_a_transpose_hardly_ever_pays_over_a_slow_link_and_a_stencil_does():
     for gpus in (2, 4, 8, 16):
         assert not M.transpose_model(N, 4, gpus, M.H100_PCIE, graphs=True).pays  # link 60 times slower than HBM
-        assert M.jacobi_model(N, N, 4, gpus, M.H100_PCIE, 3, True, True).pays
-        assert M.jacobi_model(N, N, 4, gpus, M.H100_PCIE, 3, True, True).efficiency > 0.9
+        ranks = M.jacobi_model(N, N, 4, gpus, M.H100_PCIE, 3, True, True, one_process=False, halo_rows=10)
+        assert ranks.pays and (ranks.efficiency > 0.9 or ranks.host_bound)  # below 0.9 only where the host sets the pace
     # On NVSwitch the link is 6.7 times slower than HBM: the overlapped transpose pays where HBM/link < 2 (P + 1), from 3 GPUs on
     assert not M.transpose_model(N, 4, 2, H100, graphs=True).pays
     assert M.transpose_model(N, 4, 4, H100, graphs=True).pays
-    assert M.transpose_model(N, 4, 4, H100, graphs=True).speedup < M.jacobi_model(N, N, 4, 4, H100, 3, True, True).speedup / 2
+    assert M.transpose_model(N, 4, 4, H100, graphs=True).speedup < M.jacobi_model(N, N, 4, 4, H100, 3, True, True, halo_rows=10).speedup / 2
     for gpus in (2, 3, 4, 8):
         for ratio in (2 * (gpus + 1) * 0.9, 2 * (gpus + 1) * 1.1):
             machine = M.Machine(3000.0, 3000.0 / ratio, launch_us=0.0, latency_us=0.0)
@@ -78,15 +79,33 @@ def test_splitting_does_not_pay_for_small_work_where_launches_dominate():
     assert M.jacobi_model(512, 512, 4, 4, H100, 3, True, False).launch_ms > M.jacobi_model(512, 512, 4, 4, H100, 3, True, False).gpu_ms
 
 
-def test_launches_from_one_process_grow_with_the_gpus_and_graphs_remove_them():
+def test_launches_from_one_process_grow_with_the_gpus_and_graphs_replace_only_the_launches():
     one = M.jacobi_model(N, N, 4, 4, H100, 4, True, False, one_process=True)
     each = M.jacobi_model(N, N, 4, 4, H100, 4, True, False, one_process=False)
     graph = M.jacobi_model(N, N, 4, 4, H100, 4, True, True)
-    assert one.launch_ms == pytest.approx(4 * 4 * 15e-3) and each.launch_ms == pytest.approx(4 * 15e-3) and graph.launch_ms == 0
-    assert one.efficiency < each.efficiency < graph.efficiency
-    assert one.launch_ms > one.gpu_ms  # the issue: from Python the launches cost as much as the sweep itself
+    exchange = 2 + 2 * 3 + 2 + 1  # a middle GPU's round: two device switches, 2 x 3 event waits, 2 copies, 1 record
+    assert one.host_calls == 4 * (exchange + 4) and one.launch_ms == pytest.approx(4 * (exchange + 4) * 15e-3)
+    assert each.host_calls == 2 + 2 + 4 + 1 + 4  # a rank's own: two waits, an NCCL group of 2 sends and 2 receives, 1 record
+    assert graph.host_calls == 4 * (exchange + 2) and graph.launch_ms > 0  # graphs replace the launches, not the rest of the round
+    assert one.efficiency < graph.efficiency and one.efficiency < each.efficiency
+    assert one.launch_ms > one.gpu_ms and graph.launch_ms > graph.gpu_ms  # with a one-row halo the host sets the pace, graphs or not
+    wide = M.jacobi_model(N, N, 4, 4, H100, 4, True, True, halo_rows=10)
+    assert wide.launch_ms == pytest.approx(graph.launch_ms / 10) and not wide.host_bound  # a round every 10 sweeps
     transpose = M.transpose_model(N, 4, 4, H100)
     assert transpose.host_ms == pytest.approx(4 * 7 * 15e-3)  # P (2P - 1) steps issued in turn
+
+
+def test_a_wide_halo_exchanges_once_a_round_and_sweeps_its_halo_rows_again():
+    one, ten = (M.jacobi_model(N, N, 4, 4, H100, 3, False, True, halo_rows=h) for h in (1, 10))
+    row = N * 4
+    assert ten.halo_bytes == 2 * 2 * 10 * row  # one exchange: 10 rows out and in on each side
+    assert ten.halo_ms == pytest.approx(2 * (10 * row / 450e9 * 1e3 + 2e-3) / 10)  # charged once per 10 sweeps
+    assert ten.hbm_ms == pytest.approx(one.hbm_ms * (N // 4 + 2 * 4.5) / (N // 4))  # (10 - 1) / 2 rows a side swept again
+    from gpucourse.multigpu.domains import plan_slabs
+
+    plan = plan_slabs((N + 2, 64), 4, halo=10)
+    middle = sum(hi - lo for j in range(1, 11) for lo, hi in [plan.sweep_rows(1, j)]) - 10 * plan.parts[1].rows
+    assert middle == 2 * 45  # the plan's own count for a middle part over a round: the model's (h - 1) / 2 a sweep a side
 
 
 def test_overlap_hides_the_halo_behind_the_interior():
@@ -97,7 +116,7 @@ def test_overlap_hides_the_halo_behind_the_interior():
 
 
 def test_weak_scaling_keeps_the_slab():
-    weak = M.jacobi_weak_scaling(N, 4096, 4, 4, H100, 3, True, True)
+    weak = M.jacobi_weak_scaling(N, 4096, 4, 4, H100, 3, True, True, halo_rows=10)
     assert weak.prediction.ny == 4 * 4096 and weak.prediction.rows_per_gpu == 4096
     assert 0.99 < weak.efficiency <= 1
     assert M.jacobi_weak_scaling(N, 16, 4, 4, H100, 3, False, False).efficiency < 0.2
@@ -108,19 +127,20 @@ def test_beyond_one_machine_is_labelled_an_estimate():
     assert estimate.estimate and "ESTIMATE" in estimate.title and "not measured" in estimate.title
     assert [row["gpus"] for row in estimate.rows] == [8, 16, 32, 64] and [row["nodes"] for row in estimate.rows] == [1, 2, 4, 8]
     efficiencies = [row["efficiency"] for row in estimate.rows]
-    assert efficiencies == sorted(efficiencies, reverse=True) and 0.7 < efficiencies[-1] < efficiencies[0] <= 1
+    assert efficiencies == sorted(efficiencies, reverse=True) and 0.5 < efficiencies[-1] < efficiencies[0] <= 1  # 64 GPUs: the host sets the pace
     table = estimate.table()
     assert "ESTIMATE" in str(table) and "nothing measured" in " ".join(table.notes) and "ESTIMATE" in estimate._repr_html_()
     slower = M.beyond_one_machine(N, N, gpus_per_node=4, graphs=False, network_gbs=12.5, network_latency_us=10.0)
-    assert all(s["efficiency"] < f["efficiency"] for s, f in zip(slower.rows, estimate.rows))
+    pairs = list(zip(slower.rows, estimate.rows))  # a halo hidden behind the interior costs nothing until it is longer
+    assert all(s["efficiency"] <= f["efficiency"] for s, f in pairs) and any(s["efficiency"] < f["efficiency"] for s, f in pairs)
 
 
 # --- the numbers of issue 27 ----------------------------------------------------------------------
 
 
 def test_the_jacobi_sweep_of_the_issue():
-    """16384² float32 on 4 H100 SXM: about 0.19 ms a sweep per GPU (one GPU: 0.75 ms, 0.955 of a 3000 GB/s copy)."""
-    four = M.jacobi_model(N, N, 4, 4, H100, 3, True, True)
+    """16384² float32 on 4 H100 SXM, a halo of 10 rows: about 0.19 ms a sweep per GPU (one GPU: 0.75 ms, 0.955 of a 3000 GB/s copy)."""
+    four = M.jacobi_model(N, N, 4, 4, H100, 3, True, True, halo_rows=10)
     assert four.sweep_ms == pytest.approx(0.19, rel=0.06)
     assert four.one_gpu_ms == pytest.approx(0.75, rel=0.05)
     assert four.efficiency > 0.95  # the issue's goal at 4 GPUs (0.92) is inside the model with graphs and overlap

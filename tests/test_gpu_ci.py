@@ -230,9 +230,15 @@ def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
         {"notebook": "chapters/01_introduction/01_first_kernels.ipynb", "seconds": 9.5, "cells": 14, "peak_bytes": 2**30,
          "end_bytes": 2**29, "error": ""}], "not_run": []}
     fake_call(tmp_path / "a", steps={"report": {"status": "ok", "summary": "7 chapters"}})
-    (tmp_path / "a" / "report").mkdir()
-    for name in ("report.md", "report.html", "report.json"):
-        (tmp_path / "a" / "report" / name).write_text(name)
+    from gpucourse import thenandnow
+    from gpucourse.thenandnow import core
+
+    def report_of(number, device):
+        return thenandnow.Report({"device": device, "simulated": False, "date": "2026-11-25 10:00"},
+                                 [core.ChapterResult(number, f"Chapter {number}", [core.Section("s", [core.Row("r", here=1.0)])])])
+
+    thenandnow.write(report_of(7, "NVIDIA H200"), tmp_path / "a" / "report")
+    thenandnow.write(report_of(1, "NVIDIA H100"), tmp_path / "measurements" / "thenandnow")  # filed before: stays beside it
     fake_call(tmp_path / "b", started="2026-11-25T10:20:00+00:00", steps={"chapters": chapters})
     (tmp_path / "b" / "executed" / "01_introduction").mkdir(parents=True)
     (tmp_path / "b" / "executed" / "01_introduction" / "01_first_kernels.ipynb").write_text("{}")
@@ -246,8 +252,20 @@ def test_file_puts_the_record_where_the_site_reads_it(tmp_path):
     assert record["gpu"] == "NVIDIA H200" and record["driver"] == "580.1" and record["date"] == "2026-11-25"
     assert set(record["steps"]) == {"report", "chapters"} and len(record["calls"]) == 2
     assert sorted(p.name for p in (measurements / "thenandnow").iterdir()) == ["report.html", "report.json", "report.md"]
+    filed = json.loads((measurements / "thenandnow" / "report.json").read_text())["chapters"]
+    assert [(c["number"], c["recorded"]["device"]) for c in filed] == [(1, "NVIDIA H100"), (7, "NVIDIA H200")]
     text = (folder / "gpu_ci.md").read_text()
     assert "chapters/01_introduction/01_first_kernels.ipynb | 9.5 | 14 | 1024 | 512" in text and "abc1234" in text
+    assert gpu_ci.versions_in_words("{'python': '3.12.3', 'numpy': '2.4.6'}") == "python 3.12.3, numpy 2.4.6"
+
+
+def test_stale_picks_the_notebooks_no_gpu_record_of_their_code_holds(tmp_path):
+    """`--stale`: with no record every chapter notebook; with the repository's records, exactly the website's waiting pages."""
+    every = gpu_ci.notebooks_of("chapters")
+    assert gpu_ci.stale_notebooks(tmp_path) == every
+    stale = gpu_ci.stale_notebooks()
+    assert set(stale) <= set(every) and len(stale) < len(every)
+    assert gpu_ci.parse([str(tmp_path / "out"), "--steps", "chapters", "--stale"]).stale
 
 
 def test_a_record_on_other_cuda_wheels_is_filed_and_described_as_such(tmp_path):
@@ -305,6 +323,8 @@ def test_the_tests_step_runs_timing_tests_alone_after_the_rest(tmp_path):
     assert sorted(t.rsplit("::", 1)[-1] for t in result["timed_beside_others"]) == ["test_paired", "test_times"]  # run again alone
     log = (out / "logs" / "tests.log").read_text()
     assert "===== side by side" in log and "===== alone" in log and str(tmp_path) not in log
+    packed = sorted(p.name for p in (out / "logs").glob("tests_results_*"))
+    assert packed == ["tests_results_0.jsonl.gz", "tests_results_1.jsonl.gz"]  # the per-test logs are kept packed
 
 
 def test_timing_functions_take_turns_on_a_shared_gpu(tmp_path):

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import gpu_only
 
 import gpucourse
 from gpucourse import graphs, launch, mode
@@ -74,7 +75,7 @@ def test_host_arrays_are_refused_with_a_fix():
     if mode.is_simulator():  # the simulator's device arrays are NumPy arrays: binding one is right there
         launch.bind(intro.increment_kernel, 1, 32, host, np.float32(1)).launch()
         assert np.all(host == 1)
-        return
+        gpu_only("the refusal of host arrays (the simulator's device arrays are NumPy arrays: binding one is right there, checked)")
     with pytest.raises(ArrayArgumentError, match="to_device"):
         launch.bind(intro.increment_kernel, 1, 32, host, np.float32(1))
 
@@ -123,7 +124,7 @@ def test_a_capture_that_synchronizes_says_what_to_change():
 
     if mode.is_simulator():  # no capture in the simulator: the function is simply kept
         assert graphs.capture(waits).simulated
-        return
+        gpu_only("CUDA graph capture (the simulator keeps the function, checked)")
     with pytest.raises(CaptureError, match="make the plans .* before capturing") as caught:
         graphs.capture(waits, "waiting")
     assert "to_host" in str(caught.value)
@@ -149,7 +150,7 @@ def test_streams_are_handles_and_the_simulator_has_one():
 def test_no_host_wait_on_the_stream_that_made_the_arrays():
     """A plan on CuPy arrays returns at once while the stream is still busy (no synchronization per call)."""
     if mode.is_simulator():
-        return  # no streams to wait for; test_streams_are_handles_and_the_simulator_has_one covers the simulator
+        gpu_only("CuPy streams to hold busy (the simulator has one stream, tested by test_streams_are_handles_and_the_simulator_has_one)")
     import cupy
 
     from gpucourse.timing import _gate_for_device
@@ -172,7 +173,7 @@ def test_no_host_wait_on_the_stream_that_made_the_arrays():
 
 def test_a_plan_called_on_another_stream_waits_for_the_last_one_on_the_device():
     if mode.is_simulator():
-        return  # one stream only; see test_streams_are_handles_and_the_simulator_has_one
+        gpu_only("two CuPy streams (the simulator has one, tested by test_streams_are_handles_and_the_simulator_has_one)")
     import cupy
 
     from gpucourse.timing import _gate_for_device

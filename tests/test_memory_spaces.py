@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import gpu_only
 
 import gpucourse
 from gpucourse import compilation, mode
@@ -28,7 +29,7 @@ def test_strided_read(stride):
     if mode.is_simulator():
         with pytest.raises(GPUOnlyFeature, match="ldcg"):
             ms.strided_read(b, gpucourse.to_device(a), stride, "L2 only (ldcg)", TPB)
-        return
+        gpu_only("the ld.global.cg load (refused in the simulator, checked)")
     b = poisoned_device(n)
     ms.strided_read(b, gpucourse.to_device(a), stride, "L2 only (ldcg)", TPB)
     np.testing.assert_array_equal(gpucourse.to_host(b), a[::stride][:n] + np.float32(1))
@@ -55,7 +56,7 @@ def test_cuda_c_strided_reads(path, monkeypatch):
             ms.cuda_c_strided_read(np.zeros(n, np.float32), a, stride, path)
         with pytest.raises(GPUOnlyFeature, match="Texture"):
             ms.linear_texture(a)
-        return
+        gpu_only("CUDA C kernels and textures (refused in the simulator, checked)")
     import cupy
 
     a_gpu, b_gpu = cupy.asarray(a), cupy.full(n, cupy.nan, dtype=cupy.float32)
@@ -93,7 +94,7 @@ def test_cuda_c_averages(points):
     if mode.is_simulator():
         with pytest.raises(GPUOnlyFeature):
             ms.cuda_c_average(np.zeros((side, side + 3), np.float32), a, points)
-        return
+        gpu_only("CUDA C kernels and textures (refused in the simulator, checked)")
     import cupy
 
     a_gpu = cupy.asarray(a)
@@ -146,7 +147,7 @@ def test_compiler_reports_local_memory_and_spills():
         # nothing is compiled in the simulator: the limited kernel runs the same Python source, once built
         assert ms.register_limited(24) is ms.register_limited(24)
         assert gpucourse.source.source_of(ms.register_limited(24)) == gpucourse.source.source_of(ms.register_hungry_kernel)
-        return
+        gpu_only("the compiler's resource reports (refused in the simulator, checked)")
     n = 256  # launch each kernel once first: a report reads a compiled kernel, and no other test may have compiled it here
     values, hungry = gpucourse.to_device(np.ones(n, np.float32)), gpucourse.to_device(np.ones((ms.HUNGRY, n), np.float32))
     for variant in ("static", "large"):
@@ -197,7 +198,7 @@ def test_cuda_c_constant_table(distinct):
     if mode.is_simulator():
         with pytest.raises(GPUOnlyFeature, match="__constant__"):
             ms.cuda_c_table_reads(np.zeros(n, np.float32), x, distinct, reads)
-        return
+        gpu_only("CUDA C __constant__ memory (refused in the simulator, checked)")
     import cupy
 
     out = cupy.full(n, cupy.nan, dtype=cupy.float32)

@@ -106,6 +106,29 @@ def test_classify_by_hand():
         metrics.classify_bound(0.0, 1.0, 1.0)
 
 
+def test_the_pace_checks_the_books_rule_against_the_empty_grid_and_the_copy():
+    """Notebook 2.2's verdict: the H100 run of the issue (base 225 us, memory 178, math 159 = the empty grid's, memory at half the
+    copy) reads memory-bound by the book's rule and is latency-bound; each sentence names every time it rests on."""
+    from gpucourse.timing import Timing
+
+    def limit(base_us, memory_us, math_us, n=2**24):
+        timing = {k: Timing((v / 1e3,), 1, "CUDA events") for k, v in (("base", base_us), ("memory", memory_us), ("math", math_us))}
+        return metrics.LimitTimes(False, n, 4, **timing)
+
+    h100 = limit(225.0, 178.0, 159.0)
+    copy_gbs = h100.memory_gbs / 0.5  # the memory kernel at half the copy
+    assert metrics.classify_bound(225.0, 178.0, 159.0).label == "memory-bound"
+    pace = metrics.pace_of(h100, 0.159, copy_gbs)
+    assert pace.label == "latency-bound" and "reads memory-bound" in pace.reason
+    assert all(f"{v} us" in pace.reason.replace("µs", "us") for v in (159, 178, 225)) and "50% of the copy" in pace.reason
+    fast_memory = limit(100.0, 95.0, 30.0)
+    assert metrics.pace_of(fast_memory, 0.02, fast_memory.memory_gbs / 0.95).label == "memory-bound"
+    assert metrics.pace_of(fast_memory, 0.02, fast_memory.memory_gbs / 0.5).label == "latency-bound"
+    math_heavy = limit(100.0, 40.0, 90.0)
+    assert metrics.pace_of(math_heavy, 0.01, math_heavy.memory_gbs).label == "math-bound"  # the sine's own 80 us
+    assert metrics.pace_of(math_heavy, 0.085, math_heavy.memory_gbs).label == "latency-bound"  # its time is starting threads
+
+
 @pytest.mark.parametrize("gpu, fastmath, expected", [
     ("C2050", False, "math-bound"),    # "the limiting factor ... is the math operations"
     ("C2050", True, "memory-bound"),   # "The base kernel is now memory bound"

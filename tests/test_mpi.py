@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse import mpi, multigpu
+from gpucourse import multigpu
 from gpucourse.errors import DeviceBufferError, MPIProblem
-from gpucourse.mpi import exchange, ranks, support
+from gpucourse.multigpu import mpi
+from gpucourse.multigpu.mpi import exchange, ranks, support
 
 
 def test_node_local_ranks_and_devices():
@@ -47,7 +48,7 @@ def test_the_launchers_local_rank_is_read_before_mpi_starts(monkeypatch):
 def test_launcher_found_and_command():
     launcher = mpi.find_launcher()
     assert launcher.implementation in ("Open MPI", "MPICH", "unknown MPI")
-    command = mpi.command_for(launcher, "gpucourse.mpi.transpose", 2, ["--repeat", 1])
+    command = mpi.command_for(launcher, "gpucourse.multigpu.mpi.transpose", 2, ["--repeat", 1])
     assert command[:3] == [launcher.path, "-n", "2"] and command[-2:] == ["--repeat", "1"]
     assert ("--oversubscribe" in command) == launcher.is_open_mpi
     environment = mpi.rank_environment(launcher)
@@ -63,7 +64,7 @@ def test_a_missing_launcher_is_reported_clearly(monkeypatch):
     assert mpi.launcher_or_none() is None
     monkeypatch.setattr(mpi, "mpi4py_available", lambda: False)
     with pytest.raises(MPIProblem, match="mpi4py is not installed"):
-        mpi.run_program("gpucourse.mpi.devices", 2)
+        mpi.run_program("gpucourse.multigpu.mpi.devices", 2)
 
 
 class DeviceLike:
@@ -127,7 +128,7 @@ def transpose_args(method: str, shape=None) -> list:
 
 
 def test_two_rank_transpose_host_staged():
-    run = mpi.run_program("gpucourse.mpi.transpose", 2, transpose_args("host"))
+    run = mpi.run_program("gpucourse.multigpu.mpi.transpose", 2, transpose_args("host"))
     result = run.result
     assert result["verified"] and result["mismatches"] == 0 and result["ranks"] == 2 and result["mode"] == gpucourse.MODE
     assert [p["local_rank"] for p in result["placements"]] == [0, 1]
@@ -136,7 +137,7 @@ def test_two_rank_transpose_host_staged():
 
 def test_two_rank_device_methods_run_or_say_why():
     for method in ("nccl", "cuda-aware"):
-        result = mpi.run_program("gpucourse.mpi.transpose", 2, transpose_args(method)).result
+        result = mpi.run_program("gpucourse.multigpu.mpi.transpose", 2, transpose_args(method)).result
         if "skipped" in result:
             reasons = ("simulator mode", "not CUDA-aware", "one GPU per rank", "NCCL", "nccl")
             assert any(reason in result["skipped"] for reason in reasons), result["skipped"]
@@ -145,14 +146,14 @@ def test_two_rank_device_methods_run_or_say_why():
 
 
 def test_a_matrix_that_does_not_split_over_the_ranks():
-    run = mpi.run_program("gpucourse.mpi.transpose", 2, transpose_args("host", (9, 12)), check=False)
+    run = mpi.run_program("gpucourse.multigpu.mpi.transpose", 2, transpose_args("host", (9, 12)), check=False)
     assert run.returncode != 0 and "does not split over 2 parts" in run.result["error"]
     with pytest.raises(MPIProblem, match="exited with status"):
         run.check()
 
 
 def test_devices_program_places_two_ranks():
-    result = mpi.run_program("gpucourse.mpi.devices", 2).result
+    result = mpi.run_program("gpucourse.multigpu.mpi.devices", 2).result
     placements = result["placements"]
     assert [p["rank"] for p in placements] == [0, 1] and [p["local_rank"] for p in placements] == [0, 1]
     variables = [rank for rank, _ in ranks.LOCAL_RANK_VARIABLES]

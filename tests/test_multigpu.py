@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import gpu_only
 
 import gpucourse
 from gpucourse import multigpu
 from gpucourse.errors import ArrayArgumentError, DeviceOrdinalError, GPUOnlyFeature, PeerAccessError
+from gpucourse.multigpu import gpus
+from gpucourse.multigpu import peer as peer_module
 
 
 def test_devices_and_ordinals():
@@ -48,8 +51,8 @@ def test_peer_matrix_and_table():
 def test_peer_access_refuses_what_cannot_be(monkeypatch):
     with pytest.raises(PeerAccessError, match="two different GPUs"):
         multigpu.set_peer_access(0, 0, True)
-    monkeypatch.setattr(multigpu, "device_count", lambda: 2)
-    monkeypatch.setattr(multigpu, "can_access_peer", lambda a, b: False)
+    monkeypatch.setattr(gpus, "device_count", lambda: 2)
+    monkeypatch.setattr(peer_module, "can_access_peer", lambda a, b: False)
     with pytest.raises(PeerAccessError, match="cannot access each other's memory"):
         multigpu.set_peer_access(0, 1, True)
 
@@ -59,7 +62,7 @@ def test_peer_access_switches_and_restores():
         with pytest.raises((PeerAccessError, DeviceOrdinalError)):
             with multigpu.peer_access(0, 1):
                 pass
-        return
+        gpu_only("two GPUs with peer access (refused here, checked)")
     before = multigpu.set_peer_access(0, 1, False)
     with multigpu.peer_access(0, 1, True):
         assert multigpu.set_peer_access(0, 1, True) == (True, True)  # already on inside the block
@@ -130,7 +133,7 @@ def test_add_from_peer_reads_the_other_gpu():
     with pytest.raises(ArrayArgumentError, match="shape"):
         multigpu.add_from_peer(on_zero[0], on_zero[1], on_zero[2][: n // 2])
     if multigpu.device_count() < 2 or not multigpu.peer_matrix()[0, 1]:
-        return  # the direct read itself needs two GPUs that allow peer access
+        gpu_only("two GPUs with peer access for the direct read (the refusals were checked)")
     before = multigpu.set_peer_access(0, 1, False)
     out, near = on_zero[0], on_zero[1]
     far = multigpu.copy_to_device(remote, 1)

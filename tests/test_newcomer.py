@@ -4,6 +4,7 @@ check as its message, and `./course --help` that exits 0."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -267,9 +268,92 @@ def test_opening_and_saving_a_notebook_changes_nothing_in_git():
         text = path.read_text(encoding="utf-8")
         notebook = nbformat.reads(text, as_version=4)
         assert notebook.metadata.get("language_info") == expected, f"{path.relative_to(ROOT)}: {notebook.metadata.get('language_info')}"
-        notebook.metadata["language_info"] = {**expected, "version": reported["version"]}  # what JupyterLab sets on opening
-        saved = json.loads(nbformat.writes(notebook))  # what the server writes ...
-        saved["metadata"]["language_info"].pop("version")  # ... after ./course lab's hook
-        assert json.dumps(saved, indent=1, sort_keys=True, ensure_ascii=False) + "\n" == text, f"{path.relative_to(ROOT)} changes on a save"
-    hook = (ROOT / "course").read_text()
-    assert "c.ContentsManager.pre_save_hook = _without_python_version" in hook and 'info.pop("version", None)' in hook
+    manager = course_contents_manager(ROOT)
+    for path in notebooks[:3] + notebooks[-3:]:  # ./course lab's server: opened with the kernel's version, saved without it
+        relative = path.relative_to(ROOT).as_posix()
+        model = asyncio.run(manager.get(relative))
+        assert model["content"]["metadata"]["language_info"] == reported, f"{relative}: JupyterLab would change it on opening"
+        original = path.read_bytes()
+        try:
+            asyncio.run(manager.save({"type": "notebook", "format": "json", "content": model["content"]}, relative))
+            assert path.read_bytes() == original, f"{relative} changes on a save"
+        finally:
+            path.write_bytes(original)
+
+
+def course_contents_manager(root):
+    """The contents manager of `./course lab`'s JupyterLab (the config file `course` writes), serving `root`."""
+    import re
+
+    text = (root / "course").read_text()
+    config = re.search(r"cat > \"\$dir/jupyter_server_config.py\" <<'PY'\n(.*?)\nPY\n", text, re.S).group(1)
+    assert "pre_save_hook" not in config  # set again on every config reload, the server warned "Overriding existing pre_save_hook"
+    from traitlets.config import Config
+
+    c = Config()
+    names = {"c": c}
+    exec(compile(config, "jupyter_server_config.py", "exec"), names)
+    return c.ServerApp.contents_manager_class(root_dir=str(root))
+
+
+def test_running_a_notebook_leaves_git_clean_with_the_course_filter(tmp_path):
+    """The clean filter `./course lab` installs: a notebook run and saved (outputs, counts, widgets, the Python version) is
+    unchanged to git, so `git pull` takes an update without a conflict."""
+    import shutil
+    import subprocess
+
+    from conftest import ROOT
+
+    repo = tmp_path / "clone"
+    (repo / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "strip_notebook.py", repo / "tools")
+    shutil.copy(ROOT / ".gitattributes", repo)
+    source = sorted(ROOT.glob("chapters/*/*.ipynb"))[0]
+    notebook_path = repo / "chapters" / source.parent.name / source.name
+    notebook_path.parent.mkdir(parents=True)
+    shutil.copy(source, notebook_path)
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=s", "-c", "user.email=s@x", *args], cwd=repo, check=True,
+                              capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    subprocess.run([sys.executable, "tools/strip_notebook.py", "--install"], cwd=repo, check=True)
+    git("add", ".")
+    git("commit", "-qm", "course")
+    ran = json.loads(notebook_path.read_text())
+    ran["metadata"]["language_info"]["version"] = "3.12.3"
+    ran["metadata"]["widgets"] = {"state": {}}
+    for count, cell in enumerate(c for c in ran["cells"] if c["cell_type"] == "code"):
+        cell["execution_count"] = count + 1
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "GPU MODE\n"}]
+    notebook_path.write_text(json.dumps(ran, indent=1))
+    assert git("diff") == "", "a run notebook differs to git"
+    git("add", "-u")  # as README says before a pull: git records the file's new size, and stages nothing
+    assert git("status", "--porcelain") == "", "a run notebook shows as changed"
+    edited = json.loads(notebook_path.read_text())
+    edited["cells"][0]["source"] = "# my note\n"
+    notebook_path.write_text(json.dumps(edited))
+    assert git("diff", "--name-only").strip() == f"chapters/{source.parent.name}/{source.name}"  # a real edit still shows
+
+
+def test_the_repository_url_is_in_one_place_and_the_badges_and_docs_read_it():
+    """pyproject.toml's [project.urls] Repository is the address the README's Colab and Binder badges and the clone command
+    of docs/notebook_services.md use; no placeholder stands in for it."""
+    import tomllib
+
+    from conftest import ROOT
+
+    url = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    path = url.removeprefix("https://github.com/")
+    assert url.startswith("https://github.com/") and path.count("/") == 1, url
+    readme = (ROOT / "README.md").read_text()
+    badges = re.search(r"<!-- badges:begin[^>]*-->\n(.*?)<!-- badges:end -->", readme, re.S).group(1)
+    first = sorted(ROOT.glob("chapters/*/*.ipynb"))[0].relative_to(ROOT).as_posix()
+    assert f"(https://colab.research.google.com/github/{path}/blob/main/{first})" in badges
+    assert f"(https://mybinder.org/v2/gh/{path}/HEAD?labpath={first})" in badges
+    services = (ROOT / "docs" / "notebook_services.md").read_text()
+    assert f"git clone {url} gpu-course" in services
+    everywhere = readme + services
+    assert "the repository's URL>" not in everywhere and not [u for u in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", everywhere)
+                                                             if "numba" not in u and "NVIDIA" not in u and u != url]

@@ -126,7 +126,7 @@ def test_profiles_a_kernel_here():
     if not run:
         assert run.refusal and "\n" not in run.refusal
         assert mode.is_simulator() or profiler.find_ncu() is None or profiler.PERMISSION in run.refusal, run.refusal
-        return
+        pytest.skip(f"needs a GPU with ncu and the right to read its counters; the one-line refusal was checked: {run.refusal}")
     assert run["book"].kernel == "jacobi_global_book_kernel" and run["book"].dram_pct > 0 and run["book"].duration_us > 0
 
 

@@ -289,6 +289,14 @@ def test_the_then_and_now_page_shows_the_recorded_report(tmp_path):
     assert "No report is recorded yet" in site.then_and_now_page(tmp_path / "nothing")
 
 
+def test_the_then_and_now_page_holds_every_chapter_of_the_course_report():
+    """The report filed in measurements/thenandnow/ is merged by chapter: its page shows all seven, each naming its run."""
+    page = site.then_and_now_page()
+    chapters_shown = re.findall(r"^## Chapter (\d+):", page, re.M)
+    assert chapters_shown == [str(n) for n in range(1, 8)], chapters_shown
+    assert len(re.findall(r"^\*\d+ s on NVIDIA [^,]+, 20\d\d-\d\d-\d\d", page, re.M)) == 7
+
+
 def test_course_site_publishes_the_recorded_gpu_run(built, tmp_path):
     """`./course site` with a recorded GPU run: its outputs on every page whose code it holds, the report on its page."""
     first_chapter, notebooks = site.chapters()[0]
@@ -298,15 +306,26 @@ def test_course_site_publishes_the_recorded_gpu_run(built, tmp_path):
     done = build_site(out, "--records", str(records))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     total = sum(len(n) for _, n in site.chapters())
-    assert f"pages: {total - 1} of {total} with GPU outputs (record 2026-11-25_h200)" in done.stdout
+    multi = [source for chapter, notebooks in site.chapters() if chapter.name in site.MULTI_GPU_CHAPTERS for source in notebooks]
+    waiting = 1 + len(multi)  # the stale page, and chapter 4's: a record of one GPU never serves them
+    assert f"pages: {total - waiting} of {total} with GPU outputs, from 1 record(s)" in done.stdout
+    assert f"  record 2026-11-25_h200: {total - waiting} page(s)" in done.stdout
+    assert f"waiting for a GPU record of their current code ({waiting}" in done.stdout
+    assert all(str(source.relative_to(ROOT)) in done.stdout for source in [stale, *multi])
     pages = json.loads((out / "pages.json").read_text())
     shown = (out / pages[f"/chapters/{first_chapter.name}/{notebooks[0].name}"]).read_text()
     assert GPU_MARKER in shown and "Outputs recorded on a GPU" in shown and "NVIDIA H200, driver 570.124.06, 2026-11-25" in shown
     fallback = (out / pages[f"/chapters/{first_chapter.name}/{stale.name}"]).read_text()
     assert GPU_MARKER not in fallback and "Simulator build" in fallback and "older code of this notebook" in fallback
+    assert fallback.index("No GPU record of this code yet") < fallback.index('class="cell"')  # said at the page's top
+    for source in multi:
+        page = (out / pages[f"/chapters/{source.parent.name}/{source.name}"]).read_text()
+        assert GPU_MARKER not in page and "record of 2 or more GPUs" in page
+    strict = build_site(tmp_path / "strict", "--records", str(records), "--strict")
+    assert strict.returncode == 1 and "--strict" in strict.stderr and str(stale.relative_to(ROOT)) in strict.stderr
     report = (out / pages["/then_and_now.md"]).read_text()
     assert "No report is recorded yet" not in report and "4312" in report and 'class="table-wrap"' in report
-    assert f"{total - 1} of {total} notebooks" in (out / "index.html").read_text()
+    assert f"{total - waiting} of {total} notebooks" in (out / "index.html").read_text()
 
 
 def test_a_folder_of_executed_notebooks_must_match_the_chapters(built, tmp_path):
@@ -398,6 +417,52 @@ def test_the_multi_gpu_chapter_shows_the_run_with_the_most_gpus(tmp_path):
     assert pages[root / "chapters" / "01_x" / "01_a.ipynb"].executed.is_relative_to(found[0].executed)
 
 
+def test_a_record_of_one_gpu_never_serves_the_multi_gpu_chapter(tmp_path):
+    """Chapter 4's pages come from a record of 2 or more GPUs of their current code, or wait and say so; --strict lists them."""
+    root, records = tmp_path / "repo", tmp_path / "measurements"
+    _chapter_sources(root, (("01_x", "01_a"), ("04_multi_gpu", "05_d")))
+    _gpu_record(records, root, "2026-11-28_h200", ("01_x", "04_multi_gpu"), {"gpu": "NVIDIA H200", "date": "2026-11-28", "gpu_count": 1})
+    _gpu_record(records, root, "2026-11-27_h100x4", ("01_x",), {"gpu": "NVIDIA H100", "date": "2026-11-27", "gpus_visible": 4})
+    found = site.gpu_records(records)
+    assert site.waiting_pages(site.chapters(root), found) == [root / "chapters" / "04_multi_gpu" / "05_d.ipynb"]
+    here = tmp_path / "here" / "04_multi_gpu"
+    here.mkdir(parents=True)
+    (here / "05_d.ipynb").write_text((root / "chapters" / "04_multi_gpu" / "05_d.ipynb").read_text())
+    pages = site.sources(site.chapters(root), found, tmp_path / "here", "records.md")
+    multi = pages[root / "chapters" / "04_multi_gpu" / "05_d.ipynb"]
+    assert multi.waiting and not multi.gpu and "GPU record of 2 or more GPUs (2026-11-27) holds no copy of it" in multi.note
+    assert pages[root / "chapters" / "01_x" / "01_a.ipynb"].record.folder.name == "2026-11-28_h200"
+    log = site.build_log(pages)
+    assert log[0] == "pages: 1 of 2 with GPU outputs, from 1 record(s)" and log[1].startswith("  record 2026-11-28_h200: 1 page(s) of 01_x")
+    assert "waiting for a GPU record" in log[2] and log[3].strip().endswith("05_d.ipynb")
+    with pytest.raises(site.SiteError, match="--strict"):
+        site.build(records=records, strict=True)  # the course's own chapters: none is current in this record: fails before executing
+
+
+def test_record_pages_read_as_words_and_are_reached_from_one_table(tmp_path):
+    failed = ("# Then and now: the book's figures on NVIDIA H100 (issue 12)\n\n- versions: {'python': '3.12.3', 'numba': '0.68.0'}\n\n"
+              "## Chapter 2: Metrics\n\n*3 s*\n\n**This chapter's measurements failed:** `ValueError: 'copy_kernel' is not compiled yet`\n")
+    text = site.readable_record(failed)
+    assert "(issue 12)" not in text and "- versions: python 3.12.3, numba 0.68.0" in text and "{'" not in text
+    assert text.index(":::{warning} This run failed") < text.index("## Chapter 2") and "The measurements of Chapter 2 stopped" in text
+    (tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200").mkdir(parents=True)
+    (tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.md").write_text("# GPU CI record, 2026-11-25\n")
+    (tmp_path / "measurements" / "gpu_ci" / "2026-11-25_h200" / "gpu_ci.json").write_text(json.dumps({"gpu": "NVIDIA H200", "driver": "5"}))
+    (tmp_path / "measurements" / "ch2.md").write_text("# Chapter 2 on the H100\n\nGPU: NVIDIA H100. Date: 2026-11-22.\n")
+    page = site.records_page(tmp_path, ["measurements/ch2.md", "measurements/gpu_ci/2026-11-25_h200/gpu_ci.md"], tmp_path / "measurements")
+    assert page.replace("\u2011", "-").splitlines()[6:] == [
+        "| 2026-11-25 | NVIDIA H200 | [GPU CI record, 2026-11-25](measurements/gpu_ci/2026-11-25_h200/gpu_ci.md) |",
+        "| 2026-11-22 | NVIDIA H100 | [Chapter 2 on the H100](measurements/ch2.md) |"]
+    spec = importlib.util.spec_from_file_location("book_render_nav", ROOT / "book" / "theme" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    assert render.HIDDEN_PART == site.HIDDEN_PART
+    nav = render.nav_html([{"title": "Measurements", "level": 1}, {"title": "Records", "level": 2, "file_name": "records.html"},
+                           {"title": site.HIDDEN_PART, "level": 1}, {"title": "A record", "level": 2, "file_name": "a.html"},
+                           {"title": "After", "level": 1, "file_name": "after.html"}], "records.html")
+    assert "records.html" in nav and "a.html" not in nav and site.HIDDEN_PART not in nav and "after.html" in nav
+
+
 # -- what a newcomer met on the website (issue 29) ---------------------------------------------------------
 def test_part_titles_are_spelled_as_the_readme_spells_them():
     titles = [site.chapter_title(chapter) for chapter, _ in site.chapters()]
@@ -466,6 +531,12 @@ def test_the_site_shows_no_widget_repr_no_warning_and_renders_the_records(built)
     assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
     nav = re.search(r'<nav class="sidebar">(.*?)</nav>', index, re.S).group(1)
     assert "Multi-GPU" in nav and "Monte Carlo" in nav and "FFT" in nav and "Multi gpu" not in nav
+    links = re.findall(r"<a[ >]", nav)
+    assert len(links) <= 52 and ">Records<" in nav and "gpu_ci" not in nav, f"{len(links)} links in the sidebar"
+    records = (built / pages["/records.md"]).read_text(encoding="utf-8")
+    assert "<th>date</th>" in records and "NVIDIA H200" in records and pages["/measurements/gpu_ci/2026-11-25_h200/gpu_ci.md"] in records
+    assert not [name for name, text in texts.items() if re.search(r"versions: \{'|\(issues? \d", text)]
+    assert "white-space: pre-wrap" in (built / "style.css").read_text()  # printed lines wrap in their boxes
 
 
 def test_a_labelled_estimate_is_no_measured_rate():

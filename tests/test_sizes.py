@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_python
+from conftest import ROOT, gpu_only, run_python
 
 import gpucourse
 from gpucourse import emulation, mode, profiles, sizes, workload
@@ -412,7 +412,7 @@ def test_an_emulated_card_in_a_fresh_process():
 def test_an_emulated_card_on_a_gpu_refuses_what_would_not_fit_it():
     if mode.is_simulator():  # no GPU memory here: the variable changes only what is reported (the test above)
         assert gpucourse.current_device().simulated and emulation.BALLAST == []
-        return
+        gpu_only("GPU memory to hold back (the simulator holds none, checked)")
     code = ("import gpucourse, cupy; from gpucourse import emulation; from numba import cuda; free, total = cupy.cuda.runtime.memGetInfo(); "
             "print(free, total, emulation.BALLAST[0].held_bytes, cuda.current_context().memory_manager.deallocations.memory_capacity); "
             "ok = True\ntry:\n    cupy.empty(9 * 2**30, dtype=cupy.uint8)\nexcept cupy.cuda.memory.OutOfMemoryError:\n    ok = False\nprint(ok)")

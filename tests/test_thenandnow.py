@@ -72,6 +72,30 @@ def test_markdown_and_html_carry_every_row(tmp_path):
     assert report.figure_ids() == {"ch2_tab2_1_copy_eccon_K20"}
 
 
+def test_a_report_of_one_chapter_replaces_that_chapter_only(tmp_path):
+    """A partial run merges by chapter: the chapters it did not run stay, each naming the run it comes from."""
+    whole = _synthetic()
+    whole.meta.update(device="GPU A", date="2026-01-01 10:00")
+    whole.chapters.append(core.ChapterResult(7, "FFT", [core.Section("Plans", [core.Row("a plan", here=3.0, unit="ms")])], 9.0))
+    thenandnow.write(whole, tmp_path)
+    again = core.ChapterResult(7, "FFT", [core.Section("Plans", [core.Row("a plan", here=2.0, unit="ms")])], 8.0)
+    part = thenandnow.Report({**whole.meta, "device": "GPU B", "date": "2026-02-02 11:00"}, [again])
+    paths = thenandnow.write(part, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert [(c["number"], c["recorded"]["device"]) for c in data["chapters"]] == [(2, "GPU A"), (7, "GPU B")]
+    assert data["chapters"][1]["sections"][0]["rows"][0]["here"] == 2.0
+    markdown = paths["md"].read_text()
+    assert "GPU A (chapter 2) and GPU B (chapter 7)" in markdown and "*0 s on GPU A, 2026-01-01 10:00*" in markdown
+    assert "| copy \\| kernel |" in markdown and "*8 s on GPU B, 2026-02-02 11:00*" in markdown
+    page = paths["html"].read_text()
+    assert page.count("<h2 id='ch2'>") == 1 and page.count("<h2 id='ch7'>") == 1 and "145 GB/s (K20" in page
+    other = tmp_path / "filed"
+    thenandnow.write(whole, other)
+    thenandnow.file_into(tmp_path, other)  # a record's report filed beside the others: the same merge
+    assert json.loads((other / "report.json").read_text())["chapters"][1]["recorded"]["device"] == "GPU B"
+    assert [c["number"] for c in json.loads(thenandnow.write(part, tmp_path / "alone", merge=False)["json"].read_text())["chapters"]] == [7]
+
+
 def test_unknown_chapters_are_refused():
     with pytest.raises(ValueError, match="no report part for chapter"):
         thenandnow.run(only=[42], progress=False)

@@ -36,6 +36,9 @@ def test_benchmark_a_kernel():
     timing = benchmark(lambda: intro.increment(a, 1.0), repeat=3)
     assert len(timing.samples_ms) == 3 and all(s > 0 for s in timing.samples_ms)
     assert timing.min_ms <= timing.median_ms <= timing.max_ms
+    b = gpucourse.to_device(np.zeros(n, np.float32))
+    thrice = benchmark(lambda: [intro.increment(b, 1.0) for _ in range(3)], repeat=3)  # measured in the same run
+    assert thrice.median_ms > 1.5 * timing.median_ms, (thrice.median_ms, timing.median_ms)
     # samples + warm-up + host-cost calls + first sample, and on a GPU 5 samples of plain back-to-back calls
     calls = 3 * timing.calls_per_sample + max(1, 2) + 3 + 1 + 5 * timing.calls_per_sample
     result = gpucourse.to_host(a)
@@ -68,7 +71,10 @@ def test_benchmark_of_a_synchronizing_call_is_not_gated():
 def test_back_to_back_figure_and_its_verdict():
     gpu = Timing((0.05,), 40, "CUDA events", host_ms_per_call=0.09, gated=True, back_to_back_ms=0.092)
     assert gpu.host_limited and gpu.back_to_back_slowdown == pytest.approx(1.84)
-    assert "1.8x" in gpu.verdict() and "90 us to issue one" in str(gpu) and "plan" in gpu.verdict()
+    assert "1.8x" in gpu.verdict() and "90 us to queue one" in str(gpu) and "plan" in gpu.verdict()
+    assert "the median of 1 samples of 40 calls" in gpu.verdict()  # the host's cost says how many calls it was measured on
+    disagreeing = Timing((0.05,), 40, "CUDA events", host_ms_per_call=0.2, gated=True, back_to_back_ms=0.092)
+    assert "to queue one" not in disagreeing.verdict() and "1.8x" in disagreeing.verdict()  # 200 us a call, yet 92 us apart: not said
     assert gpu.back_to_back_gbs(1e6) == pytest.approx(1e6 / 0.092e-3 / 1e9)
     keeps_up = Timing((0.05,), 40, "CUDA events", host_ms_per_call=0.01, gated=True, back_to_back_ms=0.055)
     assert not keeps_up.host_limited and keeps_up.verdict() == ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucourse import topology
+from gpucourse.multigpu import links as topology
 
 NVLINK_PAIR = (
     "\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"

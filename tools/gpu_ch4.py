@@ -25,9 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off on shared machines
 
 import gpucourse  # noqa: E402  (first: it picks the mode)
-from gpucourse import distributed as D  # noqa: E402
-from gpucourse import mpi, multigpu, topology  # noqa: E402
-from gpucourse.mpi.exchange import nccl_status  # noqa: E402
+from gpucourse import multigpu  # noqa: E402
+from gpucourse.multigpu import links as topology  # noqa: E402
+from gpucourse.multigpu import mpi  # noqa: E402
+from gpucourse.multigpu import transpose as D  # noqa: E402
+from gpucourse.multigpu.mpi.exchange import nccl_status  # noqa: E402
 
 RESULTS: dict = {}
 SUMMARY: list[str] = []
@@ -202,7 +204,7 @@ def mpi_programs(repeat: int) -> None:
     shape = gpucourse.problem_size("ch4_mpi_transpose")
     ranks = mpi.default_ranks()
     runs = {}
-    devices = mpi.run_program("gpucourse.mpi.devices", ranks, timeout_s=240)
+    devices = mpi.run_program("gpucourse.multigpu.mpi.devices", ranks, timeout_s=240)
     log("\n".join(devices.lines))
     runs["devices"] = devices.result
     plan = [("host", ranks), ("nccl", ranks), ("cuda-aware", ranks)]
@@ -210,7 +212,7 @@ def mpi_programs(repeat: int) -> None:
         plan.append(("nccl", 1))  # NCCL needs a GPU per rank: on one GPU it runs with one rank
     for method, count in plan:
         args = ["--shape", *shape, "--method", method, "--repeat", repeat, "--expect-ranks", count]
-        run = mpi.run_program("gpucourse.mpi.transpose", count, args, timeout_s=300, check=False)
+        run = mpi.run_program("gpucourse.multigpu.mpi.transpose", count, args, timeout_s=300, check=False)
         log("\n".join(f"   {line}" for line in run.lines[-3:]))
         if run.returncode != 0 or not run.result:
             log(run.stderr[-3000:])

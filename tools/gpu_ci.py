@@ -1,6 +1,6 @@
 """The course's GPU CI: tests, notebooks, a leak check on a small card, solution checks, the report; one record.
 
-    python3 tools/gpu_ci.py OUT --commit SHA [--steps S,S,...] [--budget SECONDS] [--chapter N ...] [--pack]
+    python3 tools/gpu_ci.py OUT --commit SHA [--steps S,S,...] [--budget SECONDS] [--chapter N ...] [--stale] [--pack]
     python3 tools/gpu_ci.py merge OUT_OR_ARCHIVE ... --out DIR
     python3 tools/gpu_ci.py file OUT_OR_ARCHIVE ... [--measurements DIR]
 
@@ -16,7 +16,8 @@ Steps (all by default, in this order; `--steps` picks some, so that several call
                   speed ratio of each check (gpucourse.checks.speed's log, GPUCOURSE_SPEED_LOG) against its bar
   chapters        every chapter notebook in its own kernel, one after another with nothing beside them (their
                   printed measurements are published): wall time, peak device memory, memory in use at its
-                  end; the executed copies (outputs kept, widget state dropped) in OUT/executed/<chapter>/
+                  end; the executed copies (outputs kept, widget state dropped) in OUT/executed/<chapter>/;
+                  `--stale`: only those no GPU record of their current code holds (the website's waiting pages)
   leaks           every chapter notebook in ONE kernel as a small card (`--small-card`, 8GiB: sizes follow, a
                   ballast takes the rest of the GPU); after each: its names deleted, pools emptied, memory in
                   use read. Fails on a notebook error or when memory left behind grows by more than
@@ -49,7 +50,9 @@ import contextlib
 import ctypes
 import datetime
 import functools
+import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -493,6 +496,17 @@ def describe_gpus() -> dict:
     return {"gpu": "none (simulator mode)", "driver": None, "gpu_count": 0, "gpus_visible": 0, "ecc": None, "gpu_memory": None}
 
 
+def versions_in_words(recorded) -> str:
+    """A record's versions as a reader meets them: 'python 3.12.3, numpy 2.4.6', not the Python dict the record holds."""
+    import ast
+
+    try:
+        found = ast.literal_eval(recorded) if isinstance(recorded, str) else recorded
+    except (ValueError, SyntaxError):
+        return str(recorded)
+    return ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else str(recorded)
+
+
 def versions() -> str:
     done = subprocess.run([sys.executable, "-c", "from gpucourse.banner import versions; print(versions())"], capture_output=True,
                           text=True, cwd=ROOT)
@@ -554,8 +568,10 @@ def step_tests(run: Run) -> dict:
         run.log("tests.log", f"===== {name}: pytest {' '.join(command[len(PYTEST):])}\n{text}\n")
         lines = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
         outcomes.update(final_outcomes(lines))  # a test run again alone keeps its outcome alone
-        if results.exists():
-            shutil.move(results, run.logs / results.name)
+        if results.exists():  # the per-test log, packed: a record keeps its summary readable and its raw lines small
+            with open(results, "rb") as raw, gzip.open(run.logs / f"{results.name}.gz", "wb", compresslevel=9) as packed:
+                shutil.copyfileobj(raw, packed)
+            results.unlink()
         if stopped:
             break
     counts: dict[str, int] = {}
@@ -664,15 +680,31 @@ def save_executed(run: Run, path: Path, notebook) -> None:
     nbformat.write(notebook, copy)
 
 
+def stale_notebooks(measurements: Path = ROOT / "measurements") -> list[Path]:
+    """The chapter notebooks whose website pages no GPU record of their current code serves (book/build.py's rule: chapter
+    4's only from a record of 2 or more GPUs): what `--stale` runs."""
+    spec = importlib.util.spec_from_file_location("gpucourse_site_build", ROOT / "book" / "build.py")
+    site = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = site  # its dataclasses look their module up
+    spec.loader.exec_module(site)
+    return site.waiting_pages(site.chapters(ROOT), site.gpu_records(measurements))
+
+
 def step_chapters(run: Run) -> dict:
-    """Each chapter notebook in a fresh kernel, nothing beside it; its executed copy kept."""
+    """Each chapter notebook in a fresh kernel, nothing beside it; its executed copy kept (`--stale`: only the notebooks
+    no GPU record of their current code holds)."""
     import nbformat
 
     rows, stopped = [], []
     settings = figure_settings(run)
     run.record["executed_as"] = "each chapter notebook in its own kernel, the whole card"
+    chosen = notebooks_of("chapters", run.args.chapter)
+    if run.args.stale:
+        stale = set(stale_notebooks())
+        chosen = [path for path in chosen if path in stale]
+        run.record["stale_only"] = [str(path.relative_to(ROOT)) for path in chosen]
     with PeakSampler(run.memory) as sampler:
-        for path in notebooks_of("chapters", run.args.chapter):
+        for path in chosen:
             relative = path.relative_to(ROOT)
             if run.left() is not None and run.left() < 30:
                 stopped.append(str(relative))
@@ -945,7 +977,7 @@ def render_markdown(record: dict) -> str:
              f"- GPU: {record['gpu']}" + (f" (x{record['gpu_count']})" if record.get("gpu_count", 0) > 1 else "")
              + (f", {record['gpu_memory']}" if record.get("gpu_memory") else ""),
              f"- driver: {record.get('driver') or '—'}, ECC: {record.get('ecc') or '—'}",
-             f"- versions: {record.get('versions')}",
+             f"- versions: {versions_in_words(record.get('versions'))}",
              f"- the course's commit: {record.get('commit') or 'UNKNOWN'} (from {record.get('commit_source')})", ""]
     for number, call in enumerate(record["calls"], 1):
         lines.append(f"- call {number}, {call['started']}, {call['seconds']} s: `{call['command']}`")
@@ -1185,11 +1217,11 @@ def command_file(argv: list[str]) -> int:
         for sub in ("logs", "executed"):
             if (staged / sub).exists():
                 shutil.copytree(staged / sub, folder / sub)
-        report = args.measurements / "thenandnow"
-        if (staged / "report").exists():
-            report.mkdir(parents=True, exist_ok=True)
-            for path in (staged / "report").iterdir():
-                (shutil.copytree(path, report / path.name, dirs_exist_ok=True) if path.is_dir() else shutil.copy(path, report / path.name))
+        if (staged / "report" / "report.json").exists():  # merged by chapter: a report of some chapters replaces only those
+            sys.path.insert(0, str(ROOT))
+            from gpucourse.thenandnow import file_into
+
+            file_into(staged / "report", args.measurements / "thenandnow")
     size = folder_size(folder)
     print(f"filed {folder.relative_to(args.measurements.parent) if folder.is_relative_to(args.measurements.parent) else folder}: "
           f"{size / 2**20:.1f} MiB ({folder_size(folder / 'executed') / 2**20 if (folder / 'executed').exists() else 0:.1f} MiB of "
@@ -1205,6 +1237,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {','.join(STEPS)}")
     parser.add_argument("--chapter", type=int, action="append", help="notebooks, report and solutions: only this chapter")
     parser.add_argument("--budget", type=float, default=0, help="this call's wall-clock limit in s (0: none)")
+    parser.add_argument("--stale", action="store_true", help="chapters step: only the notebooks that no GPU record of their current "
+                        "code holds (the website's pages that wait; chapter 4's need a record of 2 or more GPUs)")
     parser.add_argument("--small-card", default="8GiB",
                         help="GPUCOURSE_DEVICE_MEMORY of the leaks and solutions-small steps ('none': the whole card)")
     parser.add_argument("--leak-tolerance", type=float, default=LEAK_TOLERANCE_MIB, help="MiB of growth that fails the leak step")

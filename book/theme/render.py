@@ -275,10 +275,22 @@ def text_of(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value or "")
 
 
+#: A part of the table of contents the sidebar leaves out (book/build.py's HIDDEN_PART): its pages are reached from a page's table.
+HIDDEN_PART = "Every record"
+
+
 def nav_html(pages: list[dict], current: str) -> str:
+    """The sidebar: every page and part of the table of contents, less the hidden part and the pages under it."""
     items = []
+    hidden_below: int | None = None  # the level of a hidden part being skipped
     for page in pages:
         level = int(page.get("level", 1))
+        if hidden_below is not None and level > hidden_below:
+            continue
+        hidden_below = None
+        if not page.get("file_name") and page.get("title") == HIDDEN_PART:
+            hidden_below = level
+            continue
         title = esc(page.get("title") or page.get("slug", ""))
         if page.get("file_name"):
             css = ' class="current"' if page["file_name"] == current else ""

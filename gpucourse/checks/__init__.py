@@ -41,8 +41,12 @@ def short_traceback(value: BaseException, tb, label: Callable[[str], str | None]
     return lines
 
 
+#: How a cell that uses an exercise's stub (before it is answered) begins its short message.
+UNANSWERED = "Not answered yet (the exercise's stub raised NotImplementedError):"
+
+
 def _show_check_failure(shell, etype, value, tb, tb_offset=None) -> list[str]:
-    """IPython's handler for CheckFailed: show the short traceback as the cell's error output."""
+    """IPython's handler for CheckFailed (and a stub's NotImplementedError): show the short traceback as the cell's error output."""
 
     def label(filename: str) -> str | None:
         named = getattr(shell.compile, "format_code_name", lambda name: None)(filename)
@@ -51,6 +55,8 @@ def _show_check_failure(shell, etype, value, tb, tb_offset=None) -> list[str]:
     import IPython
 
     stb = ["\n".join(short_traceback(value, tb, label, skip=(Path(IPython.__file__).resolve().parent,)))]
+    if isinstance(value, NotImplementedError):  # a stub of an exercise not answered yet, used by a cell after its check
+        stb = [stb[0].replace("\u274c ", f"\u274c {UNANSWERED} ", 1)]
     shell._showtraceback(etype, value, stb)  # an error output: the cell counts as failed (nbclient, nbgrader)
     return stb
 
@@ -80,7 +86,7 @@ def _register_with_ipython() -> None:
     if shell is not None and hasattr(shell, "set_custom_exc"):
         from .guard import CheckTimedOut, watch
 
-        shell.set_custom_exc((CheckFailed, CheckTimedOut), _show_check_failure)
+        shell.set_custom_exc((CheckFailed, CheckTimedOut, NotImplementedError), _show_check_failure)
         _report_fatal_errors()
         watch(shell)  # from an exercise notebook's set-up cell on, a cell that could change the checks is refused
 
@@ -155,27 +161,85 @@ def guard_value(dtype) -> object:
 
 
 def run_guarded(launch: Callable[..., object], out_shape: tuple[int, ...], dtype, *inputs, guard: int | None = None,
-                initial: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+                initial: np.ndarray | None = None, **invariants) -> tuple[np.ndarray, list[str]]:
     """Run `launch(out, *inputs)` on a framed output, its guard band sized from the launch; return (out, problems).
 
-    See `gpucourse.checks.runs.run_checked`, which also reports compile errors, races and float64 in words.
+    See `gpucourse.checks.runs.run_checked`, which also reports compile errors, races and float64 in words; `invariants`
+    (kernel_required, input_names) are passed on to it.
     """
     from .runs import run_checked
 
-    run = run_checked(launch, out_shape, dtype, *inputs, guard=guard, initial=initial)
+    run = run_checked(launch, out_shape, dtype, *inputs, guard=guard, initial=initial, **invariants)
     return run.got, run.problems
 
 
+def stub_hint(answer: object) -> str | None:
+    """The hint of an answer that is still its exercise's stub (a function or kernel whose body only raises
+    NotImplementedError, as `python -m gpucourse exercises` writes it), else None."""
+    if getattr(answer, "_gpucourse_replayed", False):
+        return None  # the grader's stand-in for an answer (remote.Replayed): a stub showed in the notebook run's transcript
+    function = getattr(answer, "py_func", answer)  # a @cuda.jit kernel: the Python function it compiles
+    code = getattr(function, "__code__", None)
+    if code is None or set(code.co_names) != {"NotImplementedError"}:
+        return None
+    arguments = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    if code.co_nlocals != arguments:
+        return None
+    texts = [const for const in code.co_consts if isinstance(const, str) and const != getattr(function, "__doc__", None)]
+    return texts[-1] if texts else "write it"
+
+
+def exercise_of(check: Callable[..., object]) -> str:
+    """'Exercise 1.1', from a check's docstring (every check's starts with the exercise it checks)."""
+    import re
+
+    found = re.match(r"\s*(Exercise [\w.]+)", check.__doc__ or "")
+    return found.group(1) if found else "This exercise"
+
+
+def reports_unanswered(check: Callable[..., object]) -> Callable[..., object]:
+    """`check`, saying "not yet right" in its own words when an answer is still the stub or raises NotImplementedError.
+
+    A stub is caught before anything runs (a kernel stub compiles, and on a GPU its raise would go unseen), so an
+    unanswered notebook shows each check's own line, never a traceback.
+    """
+    import functools
+
+    if getattr(check, "_gpucourse_unanswered", False):
+        return check
+
+    @functools.wraps(check)
+    def answered(*args, **kwargs):
+        exercise = exercise_of(check)
+        stubs = [(getattr(getattr(a, "py_func", a), "__name__", "the answer"), hint) for a in [*args, *kwargs.values()]
+                 if (hint := stub_hint(a)) is not None]
+        if stubs:
+            fail([f"{name} is still the exercise's stub (it raises NotImplementedError): write it. Hint: {hint}" for name, hint in stubs],
+                 exercise)
+        try:
+            return check(*args, **kwargs)
+        except NotImplementedError as error:
+            raise CheckFailed(f"{exercise}: not yet right.\n  - your code raised NotImplementedError: finish it. {error}") from None
+
+    answered._gpucourse_unanswered = True
+    return answered
+
+
 def _limit_chapter_checks() -> None:
-    """Load the chapter modules and put each check under a time limit (`guard.limited_check`): every check ends."""
+    """Load the chapter modules and put each check under a time limit (`guard.limited_check`): every check ends; an unanswered
+    exercise gets the check's own "not yet right" (`reports_unanswered`)."""
     import importlib
 
     from .guard import CHECK_MODULES, limit_checks
     from .remote import record_checks
 
     for name in sorted(CHECK_MODULES):
-        limit_checks(importlib.import_module(f"{__name__}.{name}"))
-        record_checks(importlib.import_module(f"{__name__}.{name}"))  # under autograde only: the grader's transcript (remote.py)
+        module = importlib.import_module(f"{__name__}.{name}")
+        limit_checks(module)
+        for attribute, value in list(vars(module).items()):
+            if attribute.startswith("check_") and callable(value) and getattr(value, "__module__", None) == module.__name__:
+                setattr(module, attribute, reports_unanswered(value))
+        record_checks(module)  # under autograde only: the grader's transcript (remote.py)
 
 
 _limit_chapter_checks()

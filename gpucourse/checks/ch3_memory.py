@@ -11,11 +11,14 @@ overlap of copies and kernels exists only there, so exercise 3.4 times it there.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 
 import numpy as np
+from hypothesis import strategies as st
 from numba import cuda, float32
 
 from .. import mode
@@ -24,6 +27,7 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
+from .properties import changed_input_problems, edge_sizes, no_kernel_problem, sizes_from, smallest_failure
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2, gpu_only_note, record
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
@@ -65,16 +69,45 @@ def _block_shape_problem(shape: tuple[int, ...]) -> str:
     return f"your blocks are {x} x {y} threads; the exercise asks for 32 x 8: launch with threads = (32, 8)."
 
 
+#: 3.1's generated shapes: rows around multiples of 8 (a block's y), columns around multiples of 32 (a warp along x).
+SCALE_SHAPES = st.tuples(sizes_from(edge_sizes((8,), 17)), sizes_from(edge_sizes((32,), 65)))
+
+
+def _no_kernel(run, what: str) -> list[str]:
+    problem = no_kernel_problem(run.launches, what)
+    return [problem] if problem else []
+
+
+FACTOR = np.float32(1.5)  # 3.1's factor, a float32 as the notebook passes it
+
+
+def _scale_case_problem(scale_matrix: Callable[..., object], shape: tuple[int, int], factor=FACTOR) -> str | None:
+    """3.1 on one shape: a * factor bit for bit, a unchanged, a kernel launched."""
+    a = random_array(shape, np.float32, seed=shape[0] * 1000 + shape[1])
+    a_device = to_device(a)
+    run = run_checked(scale_matrix, shape, np.float32, a_device, factor)
+    found = (run.problems or _no_kernel(run, "scale_matrix") or changed_input_problems({"a": (a_device, a)}, "scale_matrix")
+             or array_problems(run.got, a * factor, what=f"out ({shape[0]} x {shape[1]})", rtol=0.0,
+                               coverage_hint="Does the grid cover the columns with x and the rows with y?"))
+    return f"{found[0]} (the smallest failing shape found: {shape[0]} x {shape[1]})" if found else None
+
+
 def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
-    """Exercise 3.1: `scale_matrix(out, a, factor)` writes a * factor with coalesced reads and writes, blocks of 32 x 8."""
+    """Exercise 3.1: `scale_matrix(out, a, factor)` writes a * factor with coalesced reads and writes, blocks of 32 x 8.
+
+    Properties, tested on generated shapes (`SCALE_SHAPES`): out == a * factor bit for bit for rows around multiples of
+    8 and columns around multiples of 32 (one either side, a single row or column); a unchanged; a kernel does the work;
+    on a traced run, each warp's reads of a and writes of out coalesced, float32 only, blocks of 32 x 8.
+    """
     rows, cols = problem_size("ch3_exercise_2d")
     a = random_array((rows, cols), np.float32, seed=31)
-    factor = np.float32(1.5)
+    factor = FACTOR
     a_device = to_device(a)
-    run = run_checked(scale_matrix, (rows, cols), np.float32, a_device, factor)
-    problems = run.problems or array_problems(run.got, a * factor, what="out", rtol=0.0,
-                                              coverage_hint="Does the grid cover the columns with x and the rows with y?")
-    fail(problems, "Exercise 3.1")
+    found = smallest_failure(lambda shape: _scale_case_problem(scale_matrix, shape), SCALE_SHAPES,
+                             examples=((rows, cols), (1, 1), (9, 33)), max_examples=2, shrink_calls=4)
+    if found:
+        fail([found[1]], "Exercise 3.1")
+    problems: list[str] = []
     small = (24, 40)  # a few warps are enough to see the pattern
     arguments = [("traced", "out", np.zeros(small, np.float32)), ("traced", "a", random_array(small, np.float32, seed=32)),
                  ("value", "factor", factor)]
@@ -84,7 +117,7 @@ def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
         advice = "Let x (the fastest thread index) walk the columns, the last index of a NumPy array."
         problems += coalescing_problems(trace, "a", small, advice) or coalescing_problems(trace, "out", small, advice, write=True)
         shapes = {launch.threads for launch in trace.launches}
-        if not problems and shapes != {(32, 8, 1)}:
+        if not problems and shapes and shapes != {(32, 8, 1)}:
             problems.append(_block_shape_problem(next(iter(shapes))))
     fail(problems, "Exercise 3.1")
     out = to_device(np.zeros_like(a))
@@ -103,29 +136,45 @@ def check_scale_matrix(scale_matrix: Callable[..., object]) -> None:
 # Exercise 3.2: count the sectors a warp touches.
 
 
-def check_sectors_per_warp(sectors_per_warp: Callable[[int, int, int], int]) -> None:
-    """Exercise 3.2: `sectors_per_warp(offset, stride, itemsize)` counts the 32-byte sectors warp 0 touches."""
+#: 3.2's generated cases: offsets around multiples of 8 (a sector of float32), strides at every power of two and one
+#: either side, itemsizes of 1 to 16 bytes.
+SECTOR_CASES = st.tuples(sizes_from(edge_sizes((8, 32), 65, low=0)), sizes_from(edge_sizes((2, 4, 8, 16, 32), 65)),
+                         sizes_from((4, 8, 1, 2, 16)))
+SECTOR_EXAMPLES = ((0, 1, 4), (1, 1, 4), (8, 1, 4), (0, 2, 4), (0, 8, 4), (0, 1, 8), (3, 1, 8), (0, 4, 8), (0, 32, 8), (7, 1, 4),
+                   (0, 1, 1), (0, 1, 16), (0, 0, 4))
+
+
+def _sector_case_problem(sectors_per_warp: Callable[[int, int, int], int], offset: int, stride: int, itemsize: int) -> str | None:
+    """3.2 on one case: the distinct 32-byte sectors of bytes (l * stride + offset) * itemsize over lanes l = 0..31."""
     from ..kernels.coalescing import warp_sectors
 
-    rng = np.random.default_rng(32)
-    cases = [(0, 1, 4), (1, 1, 4), (8, 1, 4), (0, 2, 4), (0, 8, 4), (0, 1, 8), (3, 1, 8), (0, 4, 8), (0, 32, 8)]
-    cases += [(int(rng.integers(0, 33)), int(rng.integers(1, 33)), int(rng.choice([4, 8]))) for _ in range(40)]
-    problems = []
-    for offset, stride, itemsize in cases:
-        expected = warp_sectors(offset, stride, itemsize)
-        try:
-            got = sectors_per_warp(offset, stride, itemsize)
-        except Exception as exc:  # any exception is a wrong answer, reported in words
-            problems.append(f"sectors_per_warp({offset}, {stride}, {itemsize}) raised {type(exc).__name__}: {exc}")
-            break
-        if got != expected:
-            lanes = [(lane * stride + offset) * itemsize for lane in (0, 1, 31)]
-            problems.append(f"sectors_per_warp({offset}, {stride}, {itemsize}) returned {got!r}; expected {expected}. "
-                            f"Lanes 0, 1 and 31 read bytes {lanes[0]}, {lanes[1]} and {lanes[2]}: count the distinct "
-                            "values of byte // 32 over all 32 lanes.")
-            break
-    fail(problems, "Exercise 3.2")
-    passed(f"Exercise 3.2: sectors_per_warp agrees with the model on {len(cases)} offsets, strides and sizes.")
+    expected = warp_sectors(offset, stride, itemsize)
+    try:
+        got = sectors_per_warp(offset, stride, itemsize)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # any exception is a wrong answer, reported in words
+        return f"sectors_per_warp({offset}, {stride}, {itemsize}) raised {type(exc).__name__}: {exc}"
+    if got != expected or isinstance(got, bool):
+        lanes = [(lane * stride + offset) * itemsize for lane in (0, 1, 31)]
+        return (f"sectors_per_warp({offset}, {stride}, {itemsize}) returned {got!r}; expected {expected}. Lanes 0, 1 and 31 read "
+                f"bytes {lanes[0]}, {lanes[1]} and {lanes[2]}: count the distinct values of byte // 32 over all 32 lanes.")
+    return None
+
+
+def check_sectors_per_warp(sectors_per_warp: Callable[[int, int, int], int]) -> None:
+    """Exercise 3.2: `sectors_per_warp(offset, stride, itemsize)` counts the 32-byte sectors warp 0 touches.
+
+    Properties, tested on the lesson's cases and generated ones (`SECTOR_CASES`): the count equals the number of
+    distinct byte // 32 over the 32 lanes' first bytes, for offsets around every sector boundary, strides 0 to 65
+    (every lane on one element, neighbours, powers of two and one either side), itemsizes 1, 2, 4, 8 and 16 bytes.
+    """
+    found = smallest_failure(lambda case: _sector_case_problem(sectors_per_warp, *case), SECTOR_CASES, examples=SECTOR_EXAMPLES,
+                             max_examples=150)
+    if found:
+        fail([f"{found[1]} (the smallest failing case found)"], "Exercise 3.2")
+    passed(f"Exercise 3.2: sectors_per_warp agrees with the model on the lesson's {len(SECTOR_EXAMPLES)} cases and on generated "
+           "offsets, strides and sizes of 1 to 16 bytes.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,12 +184,21 @@ WIDE = 64
 
 
 def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
-    """Exercise 3.3: `wide_row_sums(out, x)` sums each row of x (shape (m, 64)) through shared memory, without bank conflicts or races."""
+    """Exercise 3.3: `wide_row_sums(out, x)` sums each row of x (shape (m, 64)) through shared memory, without bank conflicts or races.
+
+    Properties: out == the row sums (to float32 rounding) for m rows, m a multiple of 32 (the exercise's launch, m // 32
+    blocks of 32); x unchanged; a kernel does the work; the same result on every run (no race); on a traced run of two
+    blocks, x read coalesced and each shared-memory request in one pass. Why no generated sizes: the indexing has one
+    period, 32 rows per block, and m is always a multiple of it; one block and several blocks (the traced run's 2, the
+    simulator's 2 and a GPU's 16384) are its only edge classes, and both are run.
+    """
     rows = problem_size("ch3_exercise_tiles")
     x = random_array((rows, WIDE), np.float32, seed=33)
-    run = run_checked(wide_row_sums, (rows,), np.float32, to_device(x), repeats=race_repeats())
+    x_device = to_device(x)
+    run = run_checked(wide_row_sums, (rows,), np.float32, x_device, repeats=race_repeats())
     expected = x.astype(np.float64).sum(axis=1).astype(np.float32)
-    problems = run.problems or array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5)
+    problems = (changed_input_problems({"x": (x_device, x)}, "wide_row_sums") or run.problems or _no_kernel(run, "wide_row_sums")
+                or array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5))
     small = random_array((64, WIDE), np.float32, seed=34)
     arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", small)]
     trace, note = trace_naming_races(wide_row_sums, arguments, "Exercise 3.3",
@@ -267,11 +325,10 @@ def _stream_problems(calls: list[tuple]) -> list[str]:
 OVERLAP_SPEEDUP = 1.15
 
 
-def check_overlapped(overlapped: Callable[..., object]) -> None:
-    """Exercise 3.4: `overlapped(p)` runs the StagedPipeline p chunk by chunk on its streams, and beats the sequential version."""
+def _overlap_problems(overlapped: Callable[..., object], n: int, streams: int):
+    """3.4 on one pipeline of n elements in `streams` chunks: the problems in words, and the pipeline (for timing)."""
     from ..kernels import transfers
 
-    n, streams = problem_size("ch3_exercise_async")
     p = transfers.make_pipeline(n, streams, problem_size("ch3_threads_per_block"))
     p.reset()
     transfers.run_sequential(p)  # the reference: the same kernel on the whole array (its result is exact to compare)
@@ -279,7 +336,13 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
     expected = to_host(p.host).copy()
     p.reset()
     p.device.copy_to_device(np.full(n, np.nan, np.float32))  # poison: a chunk never copied in stays NaN
-    calls, offsets = _recorded_run(p, overlapped)
+    try:
+        calls, offsets = _recorded_run(p, overlapped)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # any exception is a wrong answer, reported in words
+        return [f"overlapped(p) raised {type(exc).__name__} ({exc}) on a pipeline of {streams} chunk(s): loop over p.chunks and "
+                "p.streams as they are (len(p.chunks) of them), not over a number of your own."], p
     cuda.synchronize()
     result = to_host(p.host)
     step = n // streams
@@ -295,7 +358,34 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
     if np.all(result == 0):
         problems = ["p.host is still all zeros: copy each chunk back with device_part.copy_to_host(host_part, stream=...)."]
     # how the work was queued first: on a GPU, work that nothing orders is also what makes the values wrong
-    fail(_stream_problems(calls) + problems, "Exercise 3.4")
+    return _stream_problems(calls) + problems, p
+
+
+#: 3.4's generated cases: pipelines of 1 to 5 chunks (an answer written for the notebook's 4 is caught), 240 elements.
+OVERLAP_CASES = sizes_from((1, 2, 3, 5, 4))
+
+
+def check_overlapped(overlapped: Callable[..., object]) -> None:
+    """Exercise 3.4: `overlapped(p)` runs the StagedPipeline p chunk by chunk on its streams, and beats the sequential version.
+
+    Properties, tested on the notebook's pipeline and generated ones of 1 to 5 chunks (`OVERLAP_CASES`): p.host ends as
+    the sequential version leaves it, bit for bit; chunk k's kernel gets offset k * len(chunk); chunk k's copy in,
+    kernel and copy out all on p.streams[k], none on the default stream; no wait between chunks; on a GPU, at least
+    OVERLAP_SPEEDUP times faster than the sequential version.
+    """
+    from ..kernels import transfers
+
+    n, streams = problem_size("ch3_exercise_async")
+    problems, p = _overlap_problems(overlapped, n, streams)
+    fail(problems, "Exercise 3.4")
+
+    def case_problem(chunks: int) -> str | None:
+        found, _ = _overlap_problems(overlapped, 240, chunks)
+        return f"{found[0]} (the smallest failing case found: a pipeline of {chunks} chunk(s))" if found else None
+
+    found = smallest_failure(case_problem, OVERLAP_CASES, max_examples=3, shrink_calls=3)
+    if found:
+        fail([found[1]], "Exercise 3.4")
     if mode.is_simulator():
         passed(f"Exercise 3.4: overlapped gives the sequential version's result, bit for bit, with the right offsets, each of the "
                f"{streams} chunks on its own stream and no wait in between.")
@@ -367,16 +457,18 @@ def _element_problems(element: Callable[..., object], x: np.ndarray, y: np.ndarr
     got, problems = run_guarded(lambda d, xx, yy: apply[-(-x.size // 128), 128](d, xx, yy), x.shape, np.float32, to_device(x),
                                 to_device(y))
     problems += array_problems(got, want, what="rel_diff_element(x, y)", rtol=1e-6)
-    if problems and not np.isnan(got).any():
-        for candidate, words in ((np.abs(x - y) / (np.abs(x) + np.abs(y)), "the + 1 in the denominator is missing"),
-                                 ((x - y) / (np.abs(x) + np.abs(y) + 1), "the numerator is |x - y|, not x - y")):
-            if np.allclose(got, candidate, rtol=1e-5):
+    if problems:
+        with np.errstate(all="ignore"):  # 0 / 0 at the pair (0, 0) is what a missing + 1 gives
+            candidates = ((np.abs(x - y) / (np.abs(x) + np.abs(y)), "the + 1 in the denominator is missing"),
+                          ((x - y) / (np.abs(x) + np.abs(y) + 1), "the numerator is |x - y|, not x - y"))
+        for candidate, words in candidates:
+            if np.allclose(got, candidate, rtol=1e-5, equal_nan=True):
                 problems.append(f"{words}: d = |x - y| / (|x| + |y| + 1).")
                 break
     return problems
 
 
-def _gpu_kernel_problems(make_ufunc, make_elementwise, make_reduction, x, y) -> tuple[list[str], str]:
+def _gpu_kernel_problems(made: dict[str, object], x, y) -> tuple[list[str], str]:
     """On a GPU: the three ufunc-style kernels' values, dtypes and speed beside hand-written ones and the copy ceiling."""
     cupy = require_cupy("the ufunc-style kernels")
     n = x.size
@@ -385,15 +477,6 @@ def _gpu_kernel_problems(make_ufunc, make_elementwise, make_reduction, x, y) -> 
     d_device = to_device(np.full(n, np.nan, np.float32))
     x_cupy, y_cupy, d_cupy = cupy.asarray(x_device), cupy.asarray(y_device), cupy.asarray(d_device)
     problems: list[str] = []
-    made = {}
-    for name, maker in (("make_rel_diff_ufunc", make_ufunc), ("make_rel_diff_elementwise", make_elementwise),
-                        ("make_largest_reduction", make_reduction)):
-        try:
-            made[name] = maker()
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # any exception is a wrong answer, reported in words
-            return [f"{name}() raised {type(exc).__name__}: {exc}"], ""
     ufunc, elementwise, reduction = made.values()
     try:
         fresh = ufunc(x_device, y_device)
@@ -444,31 +527,136 @@ def _gpu_kernel_problems(make_ufunc, make_elementwise, make_reduction, x, y) -> 
                       f"ReductionKernel {speed_reduction[2:]}")
 
 
+
+# What the answer made, recorded as it makes it: the ufunc's signatures, the CuPy kernels' types and C code (both modes;
+# in the simulator a stand-in CuPy records them and builds nothing).
+
+#: A floating literal of C without the f suffix (1.0, .5, 2e3): a double, which turns float arithmetic into double.
+DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)(?![\w.])")
+WIDE_TYPE = re.compile(r"\b(float64|double|complex128|complex<double>)\b")
+
+
+class _RecordingCupy:
+    """CuPy as the answer's makers see it through gpucourse.require_cupy: its kernel makers note their arguments."""
+
+    def __init__(self, real, made: list[tuple[str, tuple, dict]]) -> None:
+        self._real, self._made = real, made
+
+    def _maker(self, kind: str):
+        def make(*args, **kwargs):
+            self._made.append((kind, args, kwargs))
+            return getattr(self._real, kind)(*args, **kwargs) if self._real is not None else object()
+
+        return make
+
+    def __getattr__(self, name: str):
+        if name in ("ElementwiseKernel", "ReductionKernel"):
+            return self._maker(name)
+        return getattr(self._real if self._real is not None else np, name)
+
+
+@contextlib.contextmanager
+def _recorded_makers() -> Iterator[tuple[list[str], list[tuple[str, tuple, dict]]]]:
+    """Inside: numba.vectorize(target='cuda') notes each signature (and compiles nothing in the simulator), and
+    gpucourse.require_cupy hands out a CuPy whose ElementwiseKernel and ReductionKernel note their arguments."""
+    from numba.cuda import vectorizers
+
+    import gpucourse
+
+    signatures: list[str] = []
+    made: list[tuple[str, tuple, dict]] = []
+    original_add, original_build, original_require = vectorizers.CUDAVectorize.add, vectorizers.CUDAVectorize.build_ufunc, gpucourse.require_cupy
+
+    def add(self, sig=None):
+        signatures.append(str(sig))
+        return None if mode.is_simulator() else original_add(self, sig)
+
+    def build(self):
+        return object() if mode.is_simulator() else original_build(self)
+
+    def require(feature: str):
+        return _RecordingCupy(None if mode.is_simulator() else original_require(feature), made)
+
+    vectorizers.CUDAVectorize.add, vectorizers.CUDAVectorize.build_ufunc, gpucourse.require_cupy = add, build, require
+    try:
+        yield signatures, made
+    finally:
+        vectorizers.CUDAVectorize.add, vectorizers.CUDAVectorize.build_ufunc, gpucourse.require_cupy = (original_add, original_build,
+                                                                                                          original_require)
+
+
+def _declared_problems(signatures: list[str], made: list[tuple[str, tuple, dict]]) -> list[str]:
+    """float64 in what the answer declared: a ufunc signature, a CuPy kernel's parameters, a double literal or type in its C code."""
+    problems = []
+    wide = [signature for signature in signatures if "float64" in signature or "double" in signature]
+    if wide:
+        problems.append(f"your ufunc's signature is {wide[0]}: it computes and returns float64 (on a GPU, at the FP64 rate). "
+                        "Give numba.vectorize the signature 'float32(float32, float32)'.")
+    for kind, args, kwargs in made:
+        names = (("in_params", "out_params", "operation") if kind == "ElementwiseKernel"
+                 else ("in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr", "identity"))
+        parts = dict(zip(names, args)) | {name: kwargs[name] for name in names if name in kwargs}
+        for name in ("in_params", "out_params"):
+            if WIDE_TYPE.search(str(parts.get(name, ""))):
+                problems.append(f"your {kind} declares {name} \"{parts[name]}\": float64. Declare float32 (or a type T that the "
+                                "float32 arrays set).")
+        for name in names[2:5]:  # the C code (a ReductionKernel's identity is a value, converted to the output's type)
+            code = str(parts.get(name, ""))
+            literal = DOUBLE_LITERAL.search(code)
+            if literal or WIDE_TYPE.search(code):
+                what = f"the literal {literal.group(0)}, a double" if literal else "a double"
+                fix = f"{literal.group(0)}f (a float32 literal)" if literal else "float"
+                problems.append(f"your {kind}'s C code `{code}` holds {what}: it turns the float arithmetic into double. Write "
+                                f"{fix} instead.")
+    return problems
+
+
+#: 3.7.1's edge pairs (x, y) beside the random ones: zeros of both signs, equal and opposite values, large and tiny magnitudes.
+EDGE_PAIRS = np.array([(0.0, 0.0), (-0.0, 0.0), (1.5, 1.5), (-2.0, 2.0), (1e30, -1e30), (1e-30, 1e-30), (3.0, 0.0), (0.0, -7.0),
+                       (1e-38, -1e-38), (65504.0, 1.0)], dtype=np.float32)
+
+
 def check_ufunc_kernels(rel_diff_element: Callable[..., object], make_rel_diff_ufunc: Callable[[], object],
                         make_rel_diff_elementwise: Callable[[], object], make_largest_reduction: Callable[[], object]) -> None:
     """Exercise 3.7.1: the element function |x - y| / (|x| + |y| + 1) in float32, made into a CUDA ufunc (numba.vectorize), a
-    cupy.ElementwiseKernel, and a cupy.ReductionKernel of the largest element; values, dtypes and (GPU) speed."""
+    cupy.ElementwiseKernel, and a cupy.ReductionKernel of the largest element; values, dtypes and (GPU) speed.
+
+    Properties: the element function's values on 1000 random pairs and the edge pairs (`EDGE_PAIRS`: zeros of both
+    signs, x == y, x == -y, large and tiny magnitudes), with no float64 on any pair's path; what the makers declare, read
+    as they make it in both modes: a ufunc signature without float64, CuPy parameters without float64 or double, C code
+    without a double literal or type; on a GPU the three kernels' values and dtypes beside NumPy's, and their speed.
+    """
     small = 1000
-    x = random_array(small, np.float32, seed=371, low=-4, high=4)
-    y = random_array(small, np.float32, seed=372, low=-4, high=4)
+    x = np.concatenate([random_array(small, np.float32, seed=371, low=-4, high=4), EDGE_PAIRS[:, 0]])
+    y = np.concatenate([random_array(small, np.float32, seed=372, low=-4, high=4), EDGE_PAIRS[:, 1]])
     problems = _element_problems(rel_diff_element, x, y)
     fail(problems, "Exercise 3.7.1")
-    if mode.is_simulator():
-        for maker in (make_rel_diff_ufunc, make_rel_diff_elementwise, make_largest_reduction):
+    made: dict[str, object] = {}
+    with _recorded_makers() as (signatures, declared):
+        for name, maker in (("make_rel_diff_ufunc", make_rel_diff_ufunc), ("make_rel_diff_elementwise", make_rel_diff_elementwise),
+                            ("make_largest_reduction", make_largest_reduction)):
             try:
-                maker()
+                made[name] = maker()
             except NotImplementedError:
                 raise  # a stub: its hint is the message
-            except Exception:  # noqa: BLE001 - numba.vectorize(target='cuda') and CuPy need a GPU: expected here
-                pass
-        passed("Exercise 3.7.1: rel_diff_element gives |x - y| / (|x| + |y| + 1) in float32, called from a simulated kernel.")
+            except Exception as exc:  # noqa: BLE001 - reported below on a GPU; in the simulator what was declared is judged
+                made[name] = exc
+    fail(_declared_problems(signatures, declared), "Exercise 3.7.1")
+    if mode.is_simulator():
+        seen = [what for what, found in (("your ufunc's signature", signatures), ("your CuPy kernels' types and C code", declared))
+                if found]
+        also = f", and {' and '.join(seen)} declare float32 only" if seen else ""
+        passed(f"Exercise 3.7.1: rel_diff_element gives |x - y| / (|x| + |y| + 1) in float32, called from a simulated kernel{also}.")
         gpu_only_note("Exercise 3.7.1", "your ufunc, ElementwiseKernel and ReductionKernel (their values, dtypes and speed)", "are",
                       "numba.vectorize(target='cuda') and CuPy do not run in the simulator")
         return
+    failed = next(((name, value) for name, value in made.items() if isinstance(value, Exception)), None)
+    if failed:
+        fail([f"{failed[0]}() raised {type(failed[1]).__name__}: {failed[1]}"], "Exercise 3.7.1")
     n = elements_beyond_l2(4)
     x_big = random_array(n, np.float32, seed=373, low=-4, high=4)
     y_big = random_array(n, np.float32, seed=374, low=-4, high=4)
-    problems, speed = _gpu_kernel_problems(make_rel_diff_ufunc, make_rel_diff_elementwise, make_largest_reduction, x_big, y_big)
+    problems, speed = _gpu_kernel_problems(made, x_big, y_big)
     fail(problems, "Exercise 3.7.1")
     passed(f"Exercise 3.7.1: the element function, the CUDA ufunc, the ElementwiseKernel and the ReductionKernel are right and "
            f"float32 on {n} elements{speed}.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 from collections.abc import Callable
 
 import numba
@@ -33,8 +34,9 @@ from ..options import EuropeanOption, black_scholes, payoffs_reference
 from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
 from . import array_problems, fail, passed, run_guarded
+from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
-from .launches import RecordedLaunch, recorded_launches, shared_array_declarations
+from .launches import RecordedLaunch, kernel_launch_problems, recorded_launches, shared_array_declarations
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2
 from .trace import atomics_per_launch, divergent_warp_levels, is_shared, shared_passes_per_request
@@ -59,8 +61,9 @@ def _sum_problems(got: float, host: np.ndarray, where: str) -> list[str]:
     """What is wrong with `got` as the sum of `host` (exact integer data), in words; [] if it is right."""
     exact = float(host.astype(np.float64).sum())
     if math.isnan(got):
-        return [f"{where}: result[0] was never written (it still holds NaN). One thread (say thread 0 of block 0, or the last "
-                "launch of your plan) must store the total."]
+        return [f"{where}: result[0] still holds NaN, the value the check put there: either nothing stored the total (one thread, "
+                "say thread 0 of block 0 or the last launch of your plan, must), or the blocks added into result[0] (atomics) "
+                "without setting it to 0 first (NaN + anything is NaN)."]
     if got == exact:
         return []
     n = host.size
@@ -73,6 +76,19 @@ def _sum_problems(got: float, host: np.ndarray, where: str) -> list[str]:
         return [f"{where}: got {got:.0f}, the sum of the first {int(hits[0])} of {n} elements: the rest never reached the total "
                 "(do the threads or blocks cover the whole array, and does the total include every block's partial sum?)."]
     return [f"{where}: got {got:.0f}, expected {exact:.0f}: some elements in the middle were left out (check the loop's start and step)."]
+
+
+def _kernel_read_problems(trace, array: str, n: int, what: str) -> list[str]:
+    """Words for elements of `array` (n of them) that no kernel thread read in a traced run: a sum computed on the host."""
+    if trace is None:
+        return []
+    read = {access.element for access in trace.of(array) if not access.write}
+    if n and len(read) < n:
+        launched = f"{len(trace.launches)} kernel launch(es)" if trace.launches else "no kernel launch"
+        return [f"in a traced run of {n} elements ({launched}) kernel threads read {len(read)} of the {n} elements of {array}: "
+                f"{what} must be computed on the GPU, by kernels you launch that read every element of {array} (copying {array} "
+                "to the host and summing there is what the exercise replaces)."]
+    return []
 
 
 def _empty_launches(launches: list[RecordedLaunch], n: int) -> list[str]:
@@ -92,9 +108,14 @@ def _index_error(exc: BaseException) -> str:
     return text.split(": ", 1)[1] if text.startswith("tid=") and ": " in text else text
 
 
+def _small_sum_size() -> int:
+    """Elements of the small traced run of a sum: a few blocks of the chapter's block size, a partial last one."""
+    return 3 * problem_size("ch5_threads_per_block") + 5
+
+
 def _small_sum_arguments(result_name: str, seed: int) -> list[tuple[str, str, object]]:
     """A small traced run of a sum: a few blocks of the chapter's block size, a partial last one."""
-    n = 3 * problem_size("ch5_threads_per_block") + 5
+    n = _small_sum_size()
     return [("traced", "x", _exact_integer_data(n, seed)), ("traced", result_name, np.full(1, 123.0, np.float32))]
 
 
@@ -102,10 +123,18 @@ def _small_sum_arguments(result_name: str, seed: int) -> list[tuple[str, str, ob
 # Exercise 5.1: a sum that keeps the tail
 
 
+def gpu_sum_sizes() -> list[int]:
+    """Lengths of exercise 5.1's check: 1, each side of a warp and of 256, sizes that no block size divides, and the mode's
+    large one: for every block size of BLOCK_SIZES one of them leaves a partial block, and one is smaller than a block."""
+    return sorted({1, 31, 33, 255, 257, 1000, 4099, problem_size("ch5_exercise")})
+
+
+# Properties of a right answer to 5.1: result[0] is the exact sum (integer data: any order of addition gives it) for every
+# length, 1 included, whether or not it fills whole blocks; the elements are read by kernel threads (the sum is made on the
+# GPU); no race between blocks (they run at the same time); float32 arithmetic. The cases: `gpu_sum_sizes()`.
 def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
     """Exercise 5.1: `gpu_sum(x, result)` writes the sum of the float32 device array x (any length) into result[0]."""
-    big = problem_size("ch5_exercise")
-    sizes = sorted({1, 31, 33, 255, 257, 1000, 4099, big})
+    sizes = gpu_sum_sizes()
     problems: list[str] = []
     tails: dict[int, set[int]] = {}  # n -> the block sizes whose tail it may have lost (empty: another mistake)
     for number, n in enumerate(sizes):
@@ -129,8 +158,11 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
         if found:
             tails[n] = _lost_tail_blocks(got, host)
             problems += found
+            if not tails[n]:  # not a lost tail: no later size can make it one (the diagnosis intersects over sizes)
+                break
     trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
         block = max(blocks)
@@ -138,6 +170,8 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
                     f"into whole blocks of {block}, and what does not fill a block is lost. Round the number of blocks up (and guard "
                     "each load with `if i < x.size`), or loop over the elements with a grid-stride loop."]
     fail(problems[:1], "Exercise 5.1")
+    fail(kernel_launch_problems(launches, "gpu_sum"), "Exercise 5.1")
+    fail(_kernel_read_problems(trace, "x", _small_sum_size(), "the sum"), "Exercise 5.1")  # right values, but made where?
     fail(float64_problems(trace), "Exercise 5.1")
     passed(f"Exercise 5.1: gpu_sum is exact for n = {', '.join(str(n) for n in sizes)} (including sizes that are not multiples of a "
            f"block), with no race in a traced run{note}.")
@@ -164,20 +198,25 @@ def _fixed_shared_problems(block_sums: Callable[..., object], threads: int) -> l
     """A shared array declared with a fixed size smaller than the block the launch asks for (read before launching it)."""
     probe_x = to_device(np.zeros(2 * threads, np.float32))
     probe = to_device(np.zeros(2, np.float32))
-    with recorded_launches(dry=True) as launches:
+    with recorded_launches(dry=True) as launches, recorded_calls() as calls:
         try:
             block_sums(probe_x, probe, threads)
         except NotImplementedError:
             raise
         except Exception:  # noqa: BLE001 - the real run reports it in words
             return []
-    for launch in launches:
+    for launch, call in zip(launches, calls):
         try:
             declarations = shared_array_declarations(launch.kernel)
         except Exception:  # noqa: BLE001 - no source to read
             continue
         for shape, _ in declarations:
             size = math.prod(shape)
+            if size == 0 and call.shared_bytes < 4 * call.threads:  # dynamic shared memory, sized by the launch
+                return [f"{launch.name} declares its shared array by the launch (cuda.shared.array(0, float32)), and the launch gives "
+                        f"it {call.shared_bytes} bytes for {call.threads} threads: {call.shared_bytes // 4} float32 values, fewer than "
+                        "the threads that store into it. The fourth launch parameter counts BYTES, not elements: "
+                        f"kernel[blocks, threads, 0, 4 * threads] ({4 * call.threads} here)."]
             if 0 < size < launch.threads[0]:
                 return [f"{launch.name} declares a shared array of {size} elements, fixed in the kernel, but with threads_per_block = "
                         f"{threads} its block has {launch.threads[0]} threads, and the tree writes past the array's end. Size it by the "
@@ -188,6 +227,16 @@ def _fixed_shared_problems(block_sums: Callable[..., object], threads: int) -> l
 
 #: Threads per block of the traced run that judges the tree's pattern: four warps, so that divergence shows.
 PATTERN_THREADS = 128
+
+
+def _outside_words(error: str, n: int) -> str:
+    """Words for an index past an array's end in a block sum over n elements of x: x itself, or the shared array."""
+    size = re.search(r"out of bounds for axis \d+ with size (\d+)", error)
+    if size and int(size.group(1)) != n:  # not x: the shared array (one value per thread), or partial
+        return (f"a thread indexed an array of {size.group(1)} elements past its end (x has {n}): the shared array holds one "
+                "value per thread, and the tree's threads t < step read tile[t + step], so step starts at cuda.blockDim.x // 2 "
+                "(t + step stays below the block's threads).")
+    return f"a thread read x past its end ({n} elements): the grid-stride loop runs while i < x.size."
 
 
 def _tree_pattern_problems(trace) -> list[str]:
@@ -213,14 +262,19 @@ def _tree_pattern_problems(trace) -> list[str]:
     return problems
 
 
+# Properties of a right answer to 5.2: partial[b] is block b's grid-stride sum for every block size (a power of two, 32 to
+# 1024) and every length, shorter than one block's threads or ending in a partial round; the shared array is sized by the
+# launch in bytes; a barrier every thread reaches between the tree's levels (no race, the same bits in every run); the loads
+# coalesce; the active threads of a level are contiguous (no divergent warps, no bank conflicts); float32 arithmetic.
 def check_block_sums(block_sums: Callable[..., object]) -> None:
     """Exercise 5.2: `block_sums(x, partial, threads_per_block)` launches partial.size blocks; thread t of block b adds x[i] for
     i = b * T + t, b * T + t + grid size, ...; each block's tree in a shared array sized by the launch writes partial[b]."""
     problems: list[str] = []
     first = _block_sizes()[0]
     cases = [(first, first + first // 3)] + [(threads, None) for threads in _block_sizes()]  # fewer elements than threads first
+    declared: list[str] = []  # what the launch's shared memory shows before any run
     for threads, n in cases:
-        problems = _fixed_shared_problems(block_sums, threads)
+        problems = declared = _fixed_shared_problems(block_sums, threads)
         if problems:
             break
         blocks = 2 if threads >= 512 else 3
@@ -231,8 +285,9 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
         x = to_device(padded)[:n]
         run = run_checked(lambda partial, xx, t=threads: block_sums(xx, partial, t), (blocks,), np.float32, x, repeats=race_repeats())
         want = block_sums_reference(host, blocks, threads)
-        if any("indexed outside" in p for p in run.problems):
-            problems = [f"a thread read x past its end ({n} elements): the grid-stride loop runs while i < x.size."]
+        outside = next((p for p in run.problems if "indexed outside" in p), None)
+        if outside:
+            problems = [_outside_words(outside, n)]
             break
         found = run.problems + array_problems(run.got, want, what=f"partial ({blocks} blocks of {threads} threads)", rtol=0.0,
                                               coverage_hint="Launch partial.size blocks; thread 0 of each block writes "
@@ -244,6 +299,10 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
                 found = ["the blocks' sums add up to the sum of x, but each block summed other elements than the grid-stride loop "
                          "gives it: thread t of block b takes x[i] for i = b * threads_per_block + t, then i + cuda.gridsize(1), "
                          "... (a thread that sums a stretch of its own also reads uncoalesced)."]
+            elif np.array_equal(run.got, np.array([host[b * threads:].astype(np.float64).sum() for b in range(blocks)], np.float32)):
+                found = ["each block added every element from its own first one to the end of x: the grid-stride loop steps by "
+                         "one block (cuda.blockDim.x), so the blocks add each other's elements more than once. Step by the whole "
+                         "grid, cuda.gridsize(1) = cuda.blockDim.x * cuda.gridDim.x."]
             elif np.array_equal(run.got, block_sums_reference(host[:blocks * threads], blocks, threads)):
                 found = [f"each thread added only its first element: with {blocks} blocks of {threads} threads and {n} elements, "
                          "a thread adds x[i], x[i + cuda.gridsize(1)], ... while i < x.size (a grid-stride loop)."]
@@ -255,6 +314,9 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
                  ("value", "threads_per_block", PATTERN_THREADS)]
     trace, note = trace_naming_races(block_sums, arguments, "Exercise 5.2",
                                      "Every thread stores its total in its slot, before the barrier.")
+    if problems and not declared and trace is None and "out of bounds" in note:  # on a GPU a read past the shared array gives wrong values; the
+        problems = [_outside_words(note, n_small)]             # traced run in the simulator names it
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(problems, "Exercise 5.2")
     if trace is not None:
         problems += _tree_pattern_problems(trace) + float64_problems(trace)
@@ -308,6 +370,8 @@ def _atomic_count_problems(trace) -> list[str]:
     return []
 
 
+# Properties of a right answer to 5.3: total[0] is the exact sum, starting from whatever total held (it is set to 0 first),
+# for 1, 257 and many elements with blocks at the same time; kernel threads read every element; one atomic per block.
 def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
     """Exercise 5.3: `atomic_sum(x, total)` writes the sum of x into total[0]; each block adds its sum with one atomic.
 
@@ -330,8 +394,10 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
         if problems:
             break
     trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), "Exercise 5.3")
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
-        problems = _atomic_count_problems(trace) + problems
+        read = [] if problems else _kernel_read_problems(trace, "x", _small_sum_size(), "the sum")  # right values, made where?
+        problems = read + _atomic_count_problems(trace) + problems
     fail(problems[:1], "Exercise 5.3")
     fail(float64_problems(trace), "Exercise 5.3")
     slow, speed = _atomic_sum_speed(atomic_sum)
@@ -366,6 +432,8 @@ def _payoffs(z: np.ndarray, option: EuropeanOption, drift: float, volatility: fl
     return np.stack([discount * np.maximum(final - option.E, 0.0), discount * np.maximum(option.E - final, 0.0)]).astype(np.float32)
 
 
+# Properties of a right answer to 5.4: out[0, i] and out[1, i] are the discounted call and put of path i for every i (n a
+# multiple of no block size); z is unchanged; float32 arithmetic, float32 scalars handed to the kernel.
 def check_payoffs(payoffs: Callable[..., object]) -> None:
     """Exercise 5.4: `payoffs(z, out, S, E, r, sigma, T)` writes the discounted call (out[0, i]) and put (out[1, i]) payoffs of path i."""
     option = EXERCISE_OPTION
@@ -374,7 +442,10 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
     call, put = payoffs_reference(z, option)
     want = np.stack([call, put]).astype(np.float32)
     args = (np.float32(option.S), np.float32(option.E), np.float32(option.r), np.float32(option.sigma), np.float32(option.T))
-    got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, to_device(z))
+    z_device = to_device(z)
+    with recorded_calls() as calls:
+        got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, z_device)
+    fail(changed_inputs({"z": z_device}, {"z": z}), "Exercise 5.4")
     found = array_problems(got, want, what="out", rtol=2e-5, atol=2e-6, coverage_hint="Give every path i a thread (or a grid-stride loop).")
     if found and not np.isnan(got).any():
         r, sigma, T = option.r, option.sigma, option.T
@@ -392,9 +463,11 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
                 break
     problems += found
     fail(problems, "Exercise 5.4")
+    fail(float64_argument_problems(calls), "Exercise 5.4")
     small = 100
     arguments = [("traced", "out", np.zeros((2, small), np.float32)), ("traced", "z", z[:small].copy())]
     trace, note = trace_of(lambda out, zz: payoffs(zz, out, *args), arguments, shared=False)
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(float64_problems(trace), "Exercise 5.4")
     exact_call, exact_put = black_scholes(option)
     mean = got.astype(np.float64).mean(axis=1)
@@ -469,15 +542,19 @@ def _mixed_terms() -> np.ndarray:
     raise RuntimeError("no data set tells Kahan's sum from the others (a course bug)")
 
 
+# Properties of a right answer to 5.5: the float32 bits of Kahan's loop on every set where the plain, pairwise and float64
+# sums differ from it; a float32 result; x unchanged.
 def check_kahan(kahan_sum: Callable[[np.ndarray], object]) -> None:
     """Exercise 5.5: `kahan_sum(x)` returns Kahan's compensated sum of the float32 array x, computed in float32 (bit for bit)."""
     cases = _kahan_cases()
     results = []
     for label, x in cases:
+        given = x.copy()
         try:
-            got = kahan_sum(x.copy())
+            got = kahan_sum(given)
         except Exception as exc:  # any exception is a wrong answer, reported in words
             fail([f"{label}: kahan_sum raised {type(exc).__name__}: {exc}"], "Exercise 5.5")
+        fail([f"{label}: {words}" for words in changed_inputs({"x": given}, {"x": x})], "Exercise 5.5")
         if not isinstance(got, (np.floating, float)) or np.asarray(got).dtype != np.float32:
             fail([f"{label}: return a float32 (np.float32(total)); got {type(got).__name__}."], "Exercise 5.5")
         results.append((label, x, got, np.float32(summation.kahan_sum(x, np.float32))))

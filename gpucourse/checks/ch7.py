@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -15,30 +16,46 @@ from ..arrays import random_array, to_device
 from ..simulation import paced
 from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed, run_guarded
+from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
 from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
+from .guard import CheckTimedOut, _host_message, deadline
 from .speed import elements_beyond_l2
 
 # --- 7.1 --------------------------------------------------------------------------------------------
 
-FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 97, 121, 1000, 1023, 2049, 4097, 4099, 6000, 10007, 16385, 65537)
+#: Properties of a right next_fast_size(n): an int m >= n; m's only prime factors are 2, 3, 5 and 7; no such number lies in
+#: [n, m) (so m = n exactly when n is fast). The cases: 1 and 2; every prime from 11 to 97 (each is its own next size if that
+#: prime slips through); fast sizes (2**k, 3 * 5**3 * 2**4, 7**4) and their neighbours; squares of primes; sizes just past a power
+#: of two, where rounding up to a power of two overshoots; and large ones, up to 2**16 + 1.
+FAST_SIZE_CASES = (1, 2, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 121, 169, 1000,
+                   1023, 1024, 1025, 2049, 2401, 2402, 4097, 4099, 6000, 6001, 10007, 16385, 65537)
+#: One call of next_fast_size may take this long (s): the reference answers any case in about a millisecond, so a call that
+#: takes longer loops for ever (or nearly): it is stopped and named, with the line it was at, long before the check's own limit.
+CALL_SECONDS = 5.0
 
 
 def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     """Exercise 7.1: `next_fast_size(n)` returns the smallest m >= n whose only prime factors are 2, 3, 5 and 7."""
     kinds: dict[str, list[str]] = {}  # one message per kind of mistake, with its first examples
+    answers: dict[int, int] = {}
+    stopped = ""
     for n in FAST_SIZE_CASES:
         want = fft.next_fast_size(n)
         try:
-            got = next_fast_size(n)
+            with deadline(CALL_SECONDS, _host_message("next_fast_size", CALL_SECONDS)):
+                got = next_fast_size(n)
         except NotImplementedError:  # the student's stub: let its hint through
             raise
+        except CheckTimedOut as exc:  # failed outside this handler: the alarm's frames stay out of the failure's context
+            stopped = f"{exc} (n = {n}; the smallest fast m >= n is {want}: a loop that tries m = n, n + 1, ... must stop there.)"
+            break
         except Exception as exc:  # any exception is a wrong answer, reported in words
             kinds.setdefault(f"raised {type(exc).__name__}", []).append(f"next_fast_size({n}) raised {type(exc).__name__}: {exc}")
             continue
         if not isinstance(got, (int, np.integer)):
             kinds.setdefault("type", []).append(f"next_fast_size({n}) should return an int; got {got!r}")
             continue
-        got = int(got)
+        got = answers[n] = int(got)
         if got == want:
             continue
         if got < n:
@@ -58,12 +75,41 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
                                                  "slips through.")
         else:
             kinds.setdefault("other", []).append(f"next_fast_size({n}) = {got}; expected {want} = {_factors(want)}.")
+    if stopped:
+        fail([stopped], "Exercise 7.1")
     problems = []
     for examples in kinds.values():
         more = f" (and {len(examples) - 1} more size(s) like it)" if len(examples) > 1 else ""
         problems.append(examples[0] + more)
+    if problems and len(answers) == len(FAST_SIZE_CASES):
+        fail(_fewer_factors(answers)[:1] or problems, "Exercise 7.1")
     fail(problems, "Exercise 7.1")
     passed(f"Exercise 7.1: next_fast_size is right for {len(FAST_SIZE_CASES)} sizes, from 1 to {FAST_SIZE_CASES[-1]}.")
+
+
+def _next_smooth(n: int, primes: tuple[int, ...]) -> int:
+    """The smallest m >= n whose only prime factors are `primes`."""
+    m = n
+    while True:
+        rest = m
+        for p in primes:
+            while rest % p == 0:
+                rest //= p
+        if rest == 1:
+            return m
+        m += 1
+
+
+def _fewer_factors(answers: dict[int, int]) -> list[str]:
+    """Words for answers that are the next size over fewer primes than 2, 3, 5 and 7 (empty if none fits every case)."""
+    for count in (3, 2):  # a single prime, 2, is the power of two that the per-size words name better
+        for primes in itertools.combinations((2, 3, 5, 7), count):
+            if all(_next_smooth(n, primes) == m for n, m in answers.items()):
+                missing = sorted(set((2, 3, 5, 7)) - set(primes))
+                return [f"your sizes have only the prime factors {', '.join(map(str, primes))}: {', '.join(map(str, missing))} "
+                        f"{'are' if len(missing) > 1 else 'is'} missing. cuFFT is fast for every 2^a 3^b 5^c 7^d (next_fast_size(97) "
+                        "is 98 = 2 x 7 x 7)."]
+    return []
 
 
 def _factors(n: int) -> str:
@@ -105,19 +151,39 @@ def _derivative_kernel(spectrum, out, k_unit, norm, nyquist):
         out[r, i] = np.complex64(complex(-v.imag * k * norm, v.real * k * norm))
 
 
+#: Threads along x a launch might use: the warp, and the blocks of 64 and 128 threads some answers take along the columns.
+COLUMN_BLOCKS = (32, 64, 128)
+
+
+# Properties of a right answer to 7.2: out = i k spectrum / n on every column of the half spectrum (n // 2 + 1 of them, the
+# Nyquist column zeroed for even n only) for even and odd n, n // 2 a multiple of a warp among them; the spectrum unchanged;
+# float32 scalars and complex64 arithmetic; warps walk the columns.
+def derivative_cases() -> list[tuple[int, float]]:
+    """(n, length) of exercise 7.2's check: the chapter's even and odd n, then n with n // 2 a multiple of each COLUMN_BLOCKS
+    width (its n // 2 + 1 columns are one past a whole number of blocks: a grid sized from n // 2 misses a column), even and odd."""
+    _, n_even = problem_size("ch7_exercise_spectrum")
+    cases = [(n_even, 3.0), (n_even + 1, 2 * np.pi)]
+    for width in COLUMN_BLOCKS[:1] if not mode.on_gpu() else COLUMN_BLOCKS:
+        cases += [(2 * width, 1.5), (2 * width + 1, 4.0)]
+    return cases
+
+
 def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> None:
     """Exercise 7.2: `derivative_spectrum(spectrum, out, n, length)` writes i k spectrum / n (Nyquist column zeroed) into out."""
-    rows, n_even = problem_size("ch7_exercise_spectrum")
+    rows, _ = problem_size("ch7_exercise_spectrum")
     problems: list[str] = []
-    for n, length in ((n_even, 3.0), (n_even + 1, 2 * np.pi)):
+    for n, length in derivative_cases():
         columns = n // 2 + 1
         host = random_array((rows, columns), np.complex64, seed=n)
         want = _derivative_reference(host, n, length)
-        got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns), np.complex64,
-                                        to_device(host))
-        where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}), length = {length:.4g}"
+        spectrum = to_device(host)
+        with recorded_calls() as calls:
+            got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns),
+                                            np.complex64, spectrum)
+        found = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + found + float64_argument_problems(calls)
+        where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}, {columns} columns), length = {length:.4g}"
         wrong = array_problems(got, want, what=f"out ({where})", rtol=1e-5, atol=1e-6 * float(np.abs(want).max()),
-                               coverage_hint="Every (row, column) of the half spectrum needs a thread.")
+                               coverage_hint="Every (row, column) of the half spectrum, n // 2 + 1 columns, needs a thread.")
         if wrong and not np.isnan(got).any():
             diagnosis = _diagnose_derivative(got, host, want, n, length)
             wrong = wrong + [diagnosis] if diagnosis.startswith("compare with") else [diagnosis]
@@ -129,6 +195,7 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
     arguments = [("traced", "spectrum", random_array(small, np.complex64, seed=72)), ("traced", "out", np.zeros(small, np.complex64)),
                  ("value", "n", 66), ("value", "length", 3.0)]
     trace, note = trace_of(lambda spectrum, out, n, length: derivative_spectrum(spectrum, out, n, length), arguments)
+    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         advice = "Let x, the fastest thread index, walk the columns: i, r = cuda.grid(2), with the grid's x covering the columns."
         problems += (float64_problems(trace) + coalescing_problems(trace, "spectrum", small, advice, itemsize=8)
@@ -136,7 +203,8 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
     fail(problems[:1], "Exercise 7.2")
     slow, speed = _derivative_speed(derivative_spectrum)
     fail(slow, "Exercise 7.2")
-    passed(f"Exercise 7.2: i k f / n with the Nyquist column zeroed, for an even and an odd n, on random spectra, in complex64, "
+    passed(f"Exercise 7.2: i k f / n with the Nyquist column zeroed, for even and odd n ({', '.join(str(n) for n, _ in derivative_cases())}: "
+           "n // 2 a multiple of a warp among them), spectrum unchanged, in complex64, "
            f"its warps reading and writing neighbouring columns{speed}{note}.")
     speed_note("Exercise 7.2", "derivative_spectrum")
 
@@ -178,6 +246,14 @@ def _diagnose_derivative(got: np.ndarray, host: np.ndarray, want: np.ndarray, n:
         zeroed[:, -1] = 0
         if near(zeroed):
             return "for odd n the last column is an ordinary wave number, (n - 1) / 2: only even n has a Nyquist column to zero."
+    wrapped = fft.wavenumbers(n, length, half=True)
+    wrapped = np.where(2 * np.arange(wrapped.size) > n, wrapped - 2 * np.pi * n / length, wrapped)
+    wrapped_factor = 1j * wrapped / n
+    if n % 2 == 0:
+        wrapped_factor[-1] = 0
+    if near(host * wrapped_factor) and not near(want):
+        return ("the columns above n / 2 use negative wave numbers: a half spectrum (R2C) holds only k = 2 pi i / length for "
+                "i = 0 .. n // 2, no column wraps to i - n (only the rows of a full spectrum do).")
     factor = _common_factor(got, want)
     if factor is not None:
         return (f"the values are {factor:.4g} times the expected ones: out[r, i] = spectrum[r, i] * i * (2 pi / length) * i / n, "
@@ -202,12 +278,22 @@ def _poisson_reference(spectrum: np.ndarray, nx: int, lengths: tuple[float, floa
     return out
 
 
+# Properties of a right answer to 7.3: out = -spectrum / (kx^2 + ky^2) / (nx ny), 0 at the zero mode, with rows above ny / 2
+# negative, for even and odd ny and nx // 2 a multiple of a warp; the spectrum unchanged; float32 scalars; warps walk the columns.
+def poisson_meshes() -> list[tuple[int, int]]:
+    """(ny, nx) of exercise 7.3's check: an even and an odd number of rows (the negative wave numbers start at row
+    (ny + 1) // 2), then nx with nx // 2 a multiple of each COLUMN_BLOCKS width this mode checks (a grid sized from nx // 2
+    misses the last of the nx // 2 + 1 columns)."""
+    ny, nx = problem_size("ch7_exercise_mesh")
+    return [(ny, nx), (ny + 1, nx)] + [(ny, 2 * width) for width in (COLUMN_BLOCKS if mode.on_gpu() else COLUMN_BLOCKS[:1])]
+
+
 def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
     """Exercise 7.3: `poisson_divide(spectrum, out, nx, lengths)` writes -spectrum / (kx^2 + ky^2) / (nx ny), zero mode 0, into out."""
     ny, nx = problem_size("ch7_exercise_mesh")
     lengths = (1.0, 2.5)
-    for rows in (ny, ny + 1):  # an even and an odd number of rows: the negative wave numbers start at row (ny + 1) // 2
-        problems = _poisson_problems(poisson_divide, rows, nx, lengths)
+    for rows, columns in poisson_meshes():
+        problems = _poisson_problems(poisson_divide, rows, columns, lengths)
         if problems:
             break
     fail(problems, "Exercise 7.3")
@@ -217,13 +303,15 @@ def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         trace, note = trace_of(lambda spectrum, out, nx, lengths: poisson_divide(spectrum, out, nx, lengths), arguments)
+        note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         advice = "Let x, the fastest thread index, walk the columns: i, j = cuda.grid(2), with the grid's x covering the columns."
         problems += (float64_problems(trace) + coalescing_problems(trace, "spectrum", small, advice, itemsize=8)
                      + coalescing_problems(trace, "out", small, advice, write=True, itemsize=8))
     fail(problems[:1], "Exercise 7.3")
-    passed(f"Exercise 7.3: the Poisson division is right on {ny} x {nx} and {ny + 1} x {nx} meshes of size {lengths[0]} x "
-           f"{lengths[1]}, zero mode included, in complex64, its warps reading and writing neighbouring columns{note}.")
+    meshes = ", ".join(f"{rows} x {columns}" for rows, columns in poisson_meshes())
+    passed(f"Exercise 7.3: the Poisson division is right on {meshes} meshes of size {lengths[0]} x "
+           f"{lengths[1]}, zero mode included, spectrum unchanged, in complex64, its warps reading and writing neighbouring columns{note}.")
 
 
 def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, lengths: tuple[float, float]) -> list[str]:
@@ -231,10 +319,14 @@ def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, l
     columns = nx // 2 + 1
     host = random_array((ny, columns), np.complex64, seed=73 + ny)
     want = _poisson_reference(host, nx, lengths).astype(np.complex64)
+    spectrum = to_device(host)
     with warnings.catch_warnings():  # a division by zero (the simulator warns, from its threads) is reported below, in words
         warnings.simplefilter("ignore", RuntimeWarning)
-        got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64,
-                                           to_device(host))
+        with recorded_calls() as calls:
+            got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64, spectrum)
+    changed = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + float64_argument_problems(calls)
+    if changed:  # the cause: values read after the input was overwritten are wrong as a consequence
+        return [f"{ny} x {nx} mesh: {changed[0]}"]
     tolerance = 1e-7 * float(np.abs(want).max())
     others = np.ones(want.shape, bool)
     others[0, 0] = False
@@ -242,7 +334,7 @@ def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, l
         problems.append(f"out[0, 0] is {got[0, 0]}: the zero mode (kx = ky = 0) was never written, or written as a division by "
                         "zero. Set it to 0 (the solution's mean; any constant solves the equation).")
     else:
-        wrong = array_problems(got, want, what="out", rtol=1e-5, atol=tolerance,
+        wrong = array_problems(got, want, what=f"out ({ny} x {nx} mesh)", rtol=1e-5, atol=tolerance,
                                coverage_hint="Every (row, column) of the (ny, nx // 2 + 1) half spectrum needs a thread.")
         if wrong and not np.isnan(got).any():
             wrong = [f"{ny} x {nx} mesh: {_diagnose_poisson(got, host, want, nx, lengths)}"]
@@ -317,12 +409,35 @@ _NOT_THE_ESTIMATE = (
 )
 
 
+def _estimate_hint(results: list[tuple], want: float, compute: float, copies: float) -> str:
+    """Words for an estimate that no formula of _NOT_THE_ESTIMATE explains: a unit, or the wrong one of the two parts."""
+    ratios = {round(got / right, 6) for _, _, _, got, right in results if right}
+    for factor, words in ((1000.0, "1000 times"), (1e-3, "1/1000 of"), (60.0, "60 times"), (1 / 60, "1/60 of")):
+        if ratios == {round(factor, 6)}:
+            return f"every result is {words} the estimate: return it in the unit of the arguments (seconds in, seconds out)"
+    parts = all(math.isclose(got, single - io, rel_tol=1e-9, abs_tol=1e-12) or math.isclose(got, 2 * io / 3, rel_tol=1e-9, abs_tol=1e-12)
+                for _, io, single, got, _ in results)
+    if parts:
+        return (f"you return one of the two parts, but not always the larger: here the compute (single - io) is {compute:.4g} s and "
+                f"2/3 of the I/O {copies:.4g} s; the run lasts as long as the larger, max(...), whichever side of the other it is")
+    return f"expected {want:.4g} s, the larger of the compute (single - io = {compute:.4g} s) and 2/3 of the I/O ({copies:.4g} s)"
+
+
+#: Properties of a right expected_streamed_time(io_only, single_stream): it is max(single - io, 2 io / 3), in the arguments'
+#: unit; it never exceeds single_stream and never falls below either part; it is linear in the pair (seconds or ms alike).
+#: The cases: the book's two GPUs, a compute-heavy and a compute-free run, seconds, and both sides of (and on) the boundary
+#: single - io = 2 io / 3 where the larger part changes.
+
+
 def check_expected_streamed_time(expected_streamed_time: Callable[[float, float], float]) -> None:
     """Exercise 7.4: `expected_streamed_time(io_only, single_stream)` returns the book's estimate of the overlapped run (§7.3)."""
     figure = lambda name: book.figure(name).number  # noqa: E731
     cases = [("Tesla K20X (book)", figure("ch7_conv_io_only_K20X"), figure("ch7_conv_single_stream_K20X")),
              ("Tesla K10 (book)", figure("ch7_conv_io_only_K10"), figure("ch7_conv_single_stream_K10")),
-             ("a link twice as fast", 0.05, 0.30), ("compute-free", 0.09, 0.09), ("a slow link, in seconds", 2.5, 3.0)]
+             ("a link twice as fast", 0.05, 0.30), ("compute-free", 0.09, 0.09), ("a slow link, in seconds", 2.5, 3.0),
+             # both sides of the boundary where the compute (single - io) equals 2/3 of the I/O time, and on it
+             ("compute just below 2/3 of the I/O", 0.3, 0.3 + 0.19), ("compute just above 2/3 of the I/O", 0.3, 0.3 + 0.21),
+             ("compute exactly 2/3 of the I/O", 0.3, 0.5)]
     results = []
     for name, io, single in cases:
         try:
@@ -337,9 +452,10 @@ def check_expected_streamed_time(expected_streamed_time: Callable[[float, float]
         name, io, single, got, want = wrong[0]
         hint = next((words for formula, words in _NOT_THE_ESTIMATE
                      if all(math.isclose(g, formula(s - i, i, s), rel_tol=1e-9, abs_tol=1e-12) for _, i, s, g, _ in results)),
-                    f"expected {want:.4g} s")
+                    None) or _estimate_hint(results, want, single - io, 2 * io / 3)
         fail([f"{name}: I/O only {io:.4g} s, single stream {single:.4g} s -> got {got:.4g} s; {hint}."], "Exercise 7.4")
-    passed(f"Exercise 7.4: the estimate reproduces the book's 0.15 s (K20X) and 0.092 s (K10) and {len(cases) - 2} more cases.")
+    passed(f"Exercise 7.4: the estimate reproduces the book's 0.15 s (K20X) and 0.092 s (K10) and {len(cases) - 2} more cases, "
+           "on both sides of the point where the copies start to set the pace.")
 
 
 __all__ = ["CheckFailed", "check_derivative_spectrum", "check_expected_streamed_time", "check_next_fast_size", "check_poisson_divide"]

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from .. import mode
 from .guard import paused
 from .remote import evidence
+from .runs import host_round_trip_problems
 from .sanitizer import racecheck_available, sanitize
-from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, record, speed_problem
+from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, launch_evidence, record, skipped_work, slow_cause, speed_problem
 from .trace import (
     ReplayError,
     Trace,
@@ -89,14 +90,15 @@ def coalescing_problems(trace: Trace, array: str, shape, advice: str, write: boo
 
 
 def float64_problems(trace: Trace | None) -> list[str]:
-    """float64 evidence from the trace (float64 values stored into float32 arrays): the same in both modes.
+    """float64 evidence from the trace (float64 values stored into float32 arrays), else a float64 argument of the answer's
+    kernels that `run_checked` saw in this check (a Python float makes a float64 parameter): the same in both modes.
 
     On a GPU the trace is replayed in the simulator; `run_checked` also prints what the compiled code holds, as advice.
     """
-    if trace is None:
-        return []
-    message = float64_message(trace)
-    return [message] if message else []
+    from .runs import float64_arguments_seen
+
+    message = float64_message(trace) if trace is not None else None
+    return [message] if message else float64_arguments_seen()[:1]
 
 
 @evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)
@@ -129,12 +131,27 @@ def speed_verdict(exercise: str, what: str, mine: Callable[[], object], referenc
                   bytes_per_array: int, where_to_look: str, slowest: float = SLOWER_THAN_REFERENCE) -> tuple[list[str], str]:
     """On a GPU, the student's speed beside the reference and the copy ceiling: (problems, a phrase for the success line).
 
-    A right answer fails when it reaches less than `slowest` times the reference's bandwidth. In the
-    simulator nothing is timed (the check then calls `speed_note` after its success line).
+    A right answer fails when it reaches less than `slowest` times the reference's bandwidth; its message then says
+    what the launches and the compiled code show (`slow_cause`), and `where_to_look` only where they show nothing.
+    Before the timing a call that copies device arrays to the host is named (`host_round_trip_problems`); after it the
+    student's call runs once more on poisoned outputs (`skipped_work`). In the simulator nothing
+    is timed (the check then calls `speed_note` after its success line).
     """
     if mode.is_simulator():
         return [], ""
+    round_trips = host_round_trip_problems(mine, what)
+    if round_trips:
+        record(exercise, 0.0, slowest)
+        return round_trips, ""
     comparison = compare_speed(mine, reference, bytes_moved, bytes_per_array, what)
+    skipped = skipped_work(mine, reference, what)
+    if skipped:
+        record(exercise, 0.0, slowest)
+        return [skipped], ""
     record(exercise, comparison.ratio, slowest)
+    if comparison.ratio < slowest and not comparison.waits_at:
+        mine_launches = launch_evidence(mine)
+        itemsize = mine_launches[0].itemsize if mine_launches else 4
+        where_to_look = slow_cause(mine_launches, launch_evidence(reference), bytes_per_array // itemsize) or where_to_look
     problem = speed_problem(comparison, what, where_to_look, slowest)
     return ([problem] if problem else []), "; " + comparison.summary()

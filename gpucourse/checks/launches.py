@@ -20,7 +20,10 @@ import math
 import re
 import textwrap
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
 
 from .. import mode
 from .remote import remote_facts
@@ -33,6 +36,8 @@ class RecordedLaunch:
     kernel: object
     blocks: tuple[int, int, int]
     threads: tuple[int, int, int]
+    args: tuple = field(default=(), compare=False, repr=False)  # the arguments it was launched with (empty for a bound launch)
+    shared_bytes: int = field(default=0, compare=False)  # dynamic shared memory asked for at the launch (bytes)
 
     @property
     def name(self) -> str:
@@ -67,7 +72,7 @@ def recorded_launches(dry: bool = False) -> Iterator[list[RecordedLaunch]]:
             if self._device or simulated._kernel_context:
                 return original(self, *args)
             grid, block = simulated.normalize_kernel_dimensions(self.grid_dim, self.block_dim)
-            launches.append(RecordedLaunch(self, _dims3(grid), _dims3(block)))
+            launches.append(RecordedLaunch(self, _dims3(grid), _dims3(block), args, int(self.dynshared_size or 0)))
             return None if dry else original(self, *args)
 
         simulated.FakeCUDAKernel.__call__ = call
@@ -78,13 +83,13 @@ def recorded_launches(dry: bool = False) -> Iterator[list[RecordedLaunch]]:
         original = dispatcher._LaunchConfiguration.__call__
 
         def call(self, *args):
-            launches.append(RecordedLaunch(self.dispatcher, _dims3(self.griddim), _dims3(self.blockdim)))
+            launches.append(RecordedLaunch(self.dispatcher, _dims3(self.griddim), _dims3(self.blockdim), args, int(self.sharedmem or 0)))
             return None if dry else original(self, *args)
 
         original_bound = BoundKernel.launch
 
         def bound(self, handle: int = 0):
-            launches.append(RecordedLaunch(self.kernel, self.blocks, self.threads))
+            launches.append(RecordedLaunch(self.kernel, self.blocks, self.threads, (), self.shared_bytes))
             return None if dry else original_bound(self, handle)
 
         dispatcher._LaunchConfiguration.__call__ = call
@@ -195,6 +200,48 @@ def shared_declaration_problems(kernels: Sequence[object]) -> list[str]:
     return problems
 
 
+def dynamic_shared_itemsizes(kernel) -> list[int]:
+    """The item size (bytes) of each dynamic shared array (shape 0) a kernel declares, read from its source."""
+    function = python_function(kernel)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    names = dict(getattr(function, "__globals__", {}))
+    with contextlib.suppress(TypeError, ValueError):
+        names.update(inspect.getclosurevars(function).nonlocals)
+    sizes = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "shared"):
+            continue
+        shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
+        dtype = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        if not (isinstance(shape, ast.Constant) and shape.value == 0) or dtype is None:
+            continue
+        try:
+            value = eval(compile(ast.Expression(dtype), "<dtype>", "eval"), names)  # a type name, as Numba demands
+            sizes.append(np.dtype(str(value) if not isinstance(value, (type, np.dtype, str)) else value).itemsize)
+        except Exception:  # noqa: BLE001 - a type we cannot read: nothing to say about it
+            continue
+    return sizes
+
+
+def dynamic_shared_problems(launches: Sequence[RecordedLaunch]) -> list[str]:
+    """Dynamic shared memory asked for in elements, not bytes: one byte per thread of the block for an array of wider items."""
+    for launch in launches:
+        threads = math.prod(launch.threads)
+        if not launch.shared_bytes or not written_by_answer(launch.kernel):
+            continue
+        for itemsize in dynamic_shared_itemsizes(launch.kernel):
+            if itemsize > 1 and launch.shared_bytes == threads:
+                return [f"{launch.name} is launched with {launch.shared_bytes} bytes of dynamic shared memory for its blocks of "
+                        f"{threads} threads, one byte each: the launch's fourth value is a size in bytes, not in elements. An array "
+                        f"of {threads} items of {itemsize} bytes needs {itemsize * threads}: kernel[blocks, threads, 0, "
+                        f"{itemsize} * threads]."]
+    return []
+
+
 def compile_problem(error: BaseException) -> str | None:
     """Words for a Numba compile error (None if `error` is not one)."""
     try:
@@ -277,3 +324,184 @@ def kernels_of(launches: Sequence[RecordedLaunch]) -> list[object]:
             seen.add(id(launch.kernel))
             kernels.append(launch.kernel)
     return kernels
+
+
+# ---------------------------------------------------------------------------------------------
+# Whose kernels did the work
+
+#: The course's package: a kernel written here is the course's, not the answer's.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _written_outside_package(code) -> bool:
+    if code.co_filename.startswith("<"):  # <ipython-input-...>, <string>: code typed in a cell or given to exec
+        return True
+    return not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
+
+
+def written_by_answer(kernel) -> bool:
+    """Whether a kernel's work is the answer's: its Python function, or a device function it closes over (a check that wraps
+    an answer's device function in a kernel of its own), was written outside the course's package (a notebook cell,
+    `__main__`, a test module)."""
+    function = python_function(kernel)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    if _written_outside_package(code):
+        return True
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            inner = getattr(python_function(cell.cell_contents), "__code__", None)
+        except ValueError:  # an empty cell
+            continue
+        if inner is not None and _written_outside_package(inner):
+            return True
+    return False
+
+
+def kernel_launch_problems(launches: Sequence[RecordedLaunch], what: str = "your function") -> list[str]:
+    """Words for work not done by a kernel the answer wrote and launched: no launch at all, or only the course's kernels."""
+    if not launches:
+        return [f"no kernel was launched: {what} must do its work on the GPU, in a @cuda.jit kernel of its own launched as "
+                "kernel[blocks, threads](...). Computing with NumPy on the host and copying the result to the device is not "
+                "the exercise."]
+    if not any(written_by_answer(launch.kernel) for launch in launches):
+        names = ", ".join(dict.fromkeys(launch.name for launch in launches))
+        return [f"{what} launched only the course's own kernels ({names}): write the kernel yourself, with @cuda.jit, and "
+                "launch it."]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# float64 in what is compiled: kernel arguments, ufunc signatures, CuPy kernels' C source
+
+_WIDE_DTYPES = (np.dtype(np.float64), np.dtype(np.complex128))
+
+
+def _wide_argument(value) -> str | None:
+    """What makes an argument a float64 parameter, in words (None if it does not)."""
+    if type(value) in (float, np.float64):
+        return f"the Python float {float(value)!r}"
+    if type(value) in (complex, np.complex128):
+        return f"the Python complex {complex(value)!r}"
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and np.dtype(dtype) in _WIDE_DTYPES and hasattr(value, "shape"):
+        if getattr(value, "ndim", 1):
+            return f"an array of {np.dtype(dtype)}"
+        return f"the {np.dtype(dtype)} value {np.asarray(value).item()!r} (what a Python number becomes)"
+    return None
+
+
+def _parameter_names(kernel) -> list[str]:
+    code = getattr(python_function(kernel), "__code__", None)
+    return list(code.co_varnames[:code.co_argcount]) if code is not None else []
+
+
+def float64_argument_problems(launches: Sequence[RecordedLaunch], given: Sequence[object] = ()) -> list[str]:
+    """Words for a float64 (or complex128) argument of an answer's kernel launch: Numba compiles that parameter, and the
+    arithmetic with it, in float64. Values in `given` (objects the check itself handed over) are the exercise's, not counted."""
+    given_ids = {id(value) for value in given}
+    for launch in launches:
+        if not written_by_answer(launch.kernel):
+            continue
+        names = _parameter_names(launch.kernel)
+        for position, value in enumerate(launch.args):
+            wide = None if id(value) in given_ids else _wide_argument(value)
+            if wide:
+                name = names[position] if position < len(names) else f"argument {position + 1}"
+                return [f"{launch.name} was launched with {wide} as `{name}`: Numba compiles that parameter as float64, and "
+                        "the arithmetic that uses it in float64 (slow on most GPUs). Pass numpy.float32(value) "
+                        "(numpy.complex64 for a complex), or a float32 array."]
+    return []
+
+
+#: A float literal with no f suffix in C (1.0, .5, 2e3): a double, which makes the arithmetic around it double.
+_C_DOUBLE_LITERAL = re.compile(r"(?<![\w.])(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\w.])")
+_C_DOUBLE_TYPE = re.compile(r"\b(?:double|float64|complex128|complex<double>)\b")
+
+
+def c_float64_problems(source: str, what: str) -> list[str]:
+    """Words for double arithmetic in a CUDA C fragment (a CuPy kernel's parameters, operation or code): the type, or a literal."""
+    typed = _C_DOUBLE_TYPE.search(source)
+    if typed:
+        return [f"{what} uses `{typed.group(0)}`: that is float64 arithmetic on the GPU. Use float (float32) throughout."]
+    literal = _C_DOUBLE_LITERAL.search(source)
+    if literal:
+        number = literal.group(0)
+        return [f"{what} holds the literal {number}, a double in C: the arithmetic around it is done in float64. Write "
+                f"{number.rstrip('.') + ('.0' if number.endswith('.') else '')}f (a float literal)."]
+    return []
+
+
+#: The attributes of CuPy's kernel objects that hold C source (ElementwiseKernel, ReductionKernel, RawKernel, RawModule).
+_CUPY_SOURCE_ATTRIBUTES = ("in_params", "out_params", "operation", "map_expr", "reduce_expr", "post_map_expr", "identity",
+                           "preamble", "code")
+
+
+def cupy_kernel_float64_problems(kernel) -> list[str]:
+    """Words for double arithmetic in a CuPy kernel object's C source (its parameters, operation, expressions or code)."""
+    name = getattr(kernel, "name", None) or type(kernel).__name__
+    for attribute in _CUPY_SOURCE_ATTRIBUTES:
+        text = getattr(kernel, attribute, None)
+        if isinstance(text, str) and text:
+            found = c_float64_problems(text, f"the {attribute} of the CuPy kernel {name}")
+            if found:
+                return found
+    return []
+
+
+_WIDE_SIGNATURE = re.compile(r"\b(?:float64|f8|double|complex128|c16)\b")
+_UFUNC_MAKERS = {"vectorize", "guvectorize", "jit"}
+_CUPY_MAKERS = {"ElementwiseKernel", "ReductionKernel", "RawKernel", "RawModule"}
+
+
+def _called_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _strings(node: ast.AST, names: dict) -> Iterator[str]:
+    """The string constants an expression holds, with names of module-level strings looked up."""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            yield part.value
+        elif isinstance(part, ast.Name) and isinstance(names.get(part.id), str):
+            yield names[part.id]
+
+
+def maker_float64_problems(*makers) -> list[str]:
+    """Words for float64 in the kernels these functions make, read from their source (the same in both modes): a float64
+    type in a numba.vectorize / guvectorize / cuda.jit signature, double arithmetic in a CuPy kernel's C source."""
+    problems: list[str] = []
+    for maker in makers:
+        function = python_function(maker)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        except (OSError, TypeError, SyntaxError):  # no source: nothing to read (the GPU run still judges the kernel made)
+            continue
+        names = dict(getattr(function, "__globals__", {}))
+        with contextlib.suppress(TypeError, ValueError):
+            names.update(inspect.getclosurevars(function).nonlocals)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            called = _called_name(node)
+            parts = [*node.args, *(keyword.value for keyword in node.keywords)]
+            if called in _UFUNC_MAKERS:
+                for part in parts:
+                    typed = next((s for s in _strings(part, names) if _WIDE_SIGNATURE.search(s)), None)
+                    typed = typed or next((p.id if isinstance(p, ast.Name) else p.attr for p in ast.walk(part)
+                                           if isinstance(p, (ast.Name, ast.Attribute))
+                                           and _WIDE_SIGNATURE.fullmatch(p.id if isinstance(p, ast.Name) else p.attr)), None)
+                    if typed:
+                        problems.append(f"{function.__name__} compiles with the signature {typed!r}: float64. Write the "
+                                        "signature in float32, e.g. \"float32(float32, float32)\".")
+                        break
+            elif called in _CUPY_MAKERS:
+                for part in parts:
+                    found = next((c_float64_problems(s, f"the C source of the {called} that {function.__name__} makes")
+                                  for s in _strings(part, names) if c_float64_problems(s, "")), None)
+                    if found:
+                        problems += found
+                        break
+    return list(dict.fromkeys(problems))

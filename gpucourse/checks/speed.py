@@ -12,16 +12,30 @@ GPUCOURSE_SPEED_LOG naming a file, each is also appended to it as a line of JSON
 solution's checks several times and records the lowest ratio: it reads that file, since the screen of
 answer cells refuses any cell that reaches into `gpucourse.checks`, its own probes too). In the simulator a timing
 says nothing about a GPU: `gpu_only_note` prints one line saying that this part is judged only on a GPU.
+
+A slow answer is told what the evidence shows, not a guess: `launch_evidence` records what one call of each
+launches (kernels, blocks, threads) and what the compiler made of each kernel (`ptx_facts`: instructions,
+those before the first global access, integer divisions; its registers and local memory), and `slow_cause` turns the difference with the
+reference into words. The one a grid-stride loop meets: for `range(start, stop, step)` with a step known only
+at run time, Numba computes the trip count with a 64-bit division in every thread (and LLVM's unrolling of
+any such loop, a `while` too, one more division for its remainder); with one element per thread that set-up
+is paid per element. `skipped_work` calls the student's function once more after the timing on poisoned
+outputs: an answer that skips its work after its first call must not be timed as doing nothing.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import os
 import random
+import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import mode
 from ..device import current_device
@@ -145,3 +159,224 @@ def speed_problem(comparison: SpeedComparison, what: str, where_to_look: str, sl
             f"expected); it reaches {comparison.mine_fraction:.0%} of the copy ceiling ({comparison.mine_gbs:.0f} GB/s), the "
             f"reference {comparison.reference_fraction:.0%} ({comparison.reference_gbs:.0f} GB/s), measured together on this GPU. "
             f"{where_to_look}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence for a slow verdict: what was launched and what was compiled
+
+#: A thread that handles fewer elements than this pays its loop's set-up per element, or nearly.
+FEW_ELEMENTS_PER_THREAD = 4
+#: Blocks of fewer threads than this, each moving few elements, are limited by the rate at which the GPU starts blocks.
+SMALL_BLOCK = 128
+
+_INSTRUCTION = re.compile(r"^\s+(?:@!?%\w+\s+)?([a-z][\w.]*)")
+_INTEGER_DIVISION = re.compile(r"^(?:div|rem)\.[su](?:16|32|64)$")
+_GLOBAL_ACCESS = re.compile(r"^(?:ld|st|red|atom)\.global\b")
+_STEPPED_RANGE = re.compile(r"\brange\s*\([^()]*(?:\([^()]*\)[^()]*)*,[^()]*(?:\([^()]*\)[^()]*)*,")
+
+
+@dataclass(frozen=True)
+class PtxFacts:
+    """Counts read from a kernel's PTX: instructions (parameter loads left out), those before the first global access, divisions."""
+
+    instructions: int
+    setup: int
+    divisions: tuple[str, ...]
+
+
+def ptx_facts(ptx: str) -> PtxFacts:
+    """What a PTX listing holds: its instructions, how many come before the first global load or store, its integer div/rem."""
+    opcodes = []
+    for line in ptx.splitlines():
+        found = _INSTRUCTION.match(line)
+        if found and not found.group(1).startswith("ld.param"):
+            opcodes.append(found.group(1))
+    first = next((k for k, op in enumerate(opcodes) if _GLOBAL_ACCESS.match(op)), len(opcodes))
+    return PtxFacts(len(opcodes), first, tuple(op for op in opcodes if _INTEGER_DIVISION.match(op)))
+
+
+@dataclass(frozen=True)
+class KernelEvidence:
+    """One launch of a timed call: its grid and block, and the facts of its compiled code (`ptx_facts`)."""
+
+    name: str
+    blocks: int
+    threads_per_block: int
+    facts: PtxFacts
+    stepped_range: bool = False  # its source loops over range(start, stop, step)
+    itemsize: int = 4  # bytes per element of its first array argument
+    registers: int = 0  # per thread, as the compiler reports them (0: not known)
+    local_bytes: int = 0  # local memory per thread (spills, arrays indexed at run time)
+
+    @property
+    def threads(self) -> int:
+        """Threads in the whole grid."""
+        return self.blocks * self.threads_per_block
+
+
+def _compiled_itemsize(kernel) -> int:
+    """Bytes per element of the first array argument of the kernel's latest compiled version (4 if none is known)."""
+    for args in reversed(list(getattr(kernel, "overloads", {}))):
+        for arg in args:
+            dtype = getattr(arg, "dtype", None)
+            if getattr(arg, "ndim", 0) and hasattr(dtype, "bitwidth"):
+                return max(1, dtype.bitwidth // 8)
+    return 4
+
+
+def kernel_evidence(launch, ptx: str, registers: int = 0, local_bytes: int = 0) -> KernelEvidence:
+    """Evidence of one recorded launch (`gpucourse.checks.launches.RecordedLaunch`) whose kernel compiled to `ptx`."""
+    from .launches import python_function
+
+    try:
+        source = inspect.getsource(python_function(launch.kernel))
+    except (OSError, TypeError):
+        source = ""
+    return KernelEvidence(launch.name, math.prod(launch.blocks), math.prod(launch.threads), ptx_facts(ptx),
+                          bool(_STEPPED_RANGE.search(source)), _compiled_itemsize(launch.kernel), registers, local_bytes)
+
+
+def launch_evidence(call: Callable[[], object]) -> list[KernelEvidence]:
+    """On a GPU, run `call()` once and return the evidence of each Numba kernel it launched (empty where there is none)."""
+    from .. import compilation
+    from ..timing import synchronize
+    from .launches import recorded_launches
+
+    with recorded_launches() as launches:
+        call()
+    synchronize()
+    found = []
+    for launch in launches:
+        try:
+            usage = compilation.resource_usage(launch.kernel)[-1]
+            found.append(kernel_evidence(launch, compilation.ptx(launch.kernel, -1), usage.registers, usage.local_bytes))
+        except Exception:  # noqa: BLE001 - a kernel without Numba's PTX (CuPy's): no evidence from it
+            continue
+    return found
+
+
+def slow_cause(mine: Sequence[KernelEvidence], reference: Sequence[KernelEvidence], elements: int) -> str | None:
+    """Words for what the evidence shows a slow answer does that the reference does not (None if the evidence shows nothing)."""
+    if not mine or not reference:
+        return None
+    if len(mine) > len(reference):
+        names = ", ".join(kernel.name for kernel in mine[:4])
+        return (f"Each call launches {len(mine)} kernels ({names}), the reference {len(reference)}: every launch waits for the one "
+                "before it and reads its arrays again. Do the work in one kernel.")
+    threads = sum(kernel.threads for kernel in mine)
+    per_thread = elements / max(threads, 1)
+    kernel, model = max(mine, key=lambda k: k.facts.setup), reference[0]
+    spilling = next((k for k in mine if k.local_bytes > 0), None)
+    if spilling is not None and not any(k.local_bytes for k in reference):
+        return (f"Its compiled {spilling.name} keeps {spilling.local_bytes} bytes per thread in local memory (the reference none): "
+                "values spilled from registers, or an array indexed at run time, which go to DRAM and back. Keep per-thread values "
+                "in scalars, or index local arrays with constants.")
+    hungry = max(mine, key=lambda k: k.registers)
+    if hungry.registers > 64 and hungry.registers >= 2 * max(model.registers, 1):
+        return (f"Its compiled {hungry.name} needs {hungry.registers} registers per thread (the reference {model.registers}): a "
+                f"multiprocessor's 65536 registers then hold at most {65536 // hungry.registers} of its threads, and so fewer loads in "
+                "flight than the reference keeps. Keep fewer values alive at once.")
+    if per_thread >= FEW_ELEMENTS_PER_THREAD:
+        return None
+    launched = f"{threads} threads for {elements} elements, about {per_thread:.1f} per thread"
+    if kernel.threads_per_block < SMALL_BLOCK and model.threads_per_block >= SMALL_BLOCK:
+        return (f"It launches blocks of {kernel.threads_per_block} threads ({launched}), the reference blocks of "
+                f"{model.threads_per_block}: blocks that move so few elements are limited by the rate at which the GPU starts "
+                f"blocks (notebook 2.3). Use blocks of {SMALL_BLOCK} threads or more.")
+    extra = [op for op in kernel.facts.divisions if op not in model.facts.divisions]
+    heavier = kernel.facts.setup >= 2 * model.facts.setup + 16
+    if not extra and not heavier:
+        return None
+    compiled = f"its compiled {kernel.name} runs {kernel.facts.setup} instructions before its first global access (the reference {model.facts.setup})"
+    if extra:
+        compiled += f", integer division among them ({', '.join(sorted(set(extra)))}; the reference has none)"
+    if kernel.stepped_range:
+        why = ("Numba computes the trip count of `range(start, stop, step)` with a step known only at run time by a 64-bit "
+               "division in every thread, before its first element (LLVM's unrolling of the loop adds more set-up, for a "
+               "`while` loop too)")
+    elif extra:
+        why = "an integer division or remainder (`//`, `%`) costs tens of instructions per thread"
+    else:
+        why = "every thread pays that set-up before it moves anything"
+    return (f"Measured: {compiled}; the call runs {launched}. {why}: with one element per thread, every element pays that "
+            "set-up. Take one element per thread without a loop (i = cuda.grid(1); if i < n: ...); a grid-stride loop pays off "
+            "only when the grid holds no more threads than the GPU runs at once, each covering many elements.")
+
+
+# ---------------------------------------------------------------------------------------------
+# After the timing: does the student's call still do its work?
+
+
+def _device_arrays(function: Callable) -> dict[int, object]:
+    """The device arrays a function closes over or takes as defaults, by id."""
+    found = {}
+    cells = [cell.cell_contents for cell in (getattr(function, "__closure__", None) or ()) if cell.cell_contents is not None]
+    for value in cells + list(getattr(function, "__defaults__", None) or ()):
+        if hasattr(value, "__cuda_array_interface__") or hasattr(value, "copy_to_host"):
+            found[id(value)] = value
+    return found
+
+
+def _write(array, host: np.ndarray) -> None:
+    if hasattr(array, "copy_to_device"):
+        array.copy_to_device(host)
+    else:
+        array.set(host)
+
+
+#: After the timing, an element the student's call writes must be this close to the reference's (sums in another order differ).
+RECHECK_RTOL = 1e-3
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Elementwise: equal (integers), or within RECHECK_RTOL of `want` relative to its largest magnitude (floats)."""
+    if got.dtype.kind not in "fc":
+        return got == want
+    scale = float(np.nanmax(np.abs(want))) if want.size and not np.isnan(want).all() else 0.0
+    return np.isclose(got, want, rtol=RECHECK_RTOL, atol=RECHECK_RTOL * scale, equal_nan=True)
+
+
+def skipped_work(mine: Callable[[], object], reference: Callable[[], object], what: str) -> str | None:
+    """Words if `mine()`, called again on poisoned outputs, leaves unwritten or wrong what `reference()` writes (else None).
+
+    The outputs are the device arrays both calls close over whose poisoned elements the reference writes again; the elements
+    it writes are the ones checked (a stencil's untouched boundary is not). Values are compared within RECHECK_RTOL.
+    """
+    from ..arrays import poisoned, to_host, unwritten_mask
+    from ..timing import synchronize
+
+    mine_arrays = _device_arrays(mine)
+    shared = [array for key, array in _device_arrays(reference).items() if key in mine_arrays]
+    if not shared:
+        return None
+    reference()
+    synchronize()
+    right = [to_host(array).copy() for array in shared]
+    outputs = []
+    for array, values in zip(shared, right):
+        try:
+            _write(array, poisoned(values.shape, values.dtype))
+        except (TypeError, ValueError, AttributeError):  # a view that cannot be written whole, or no poison for its type
+            continue
+        reference()
+        synchronize()
+        written = _close(to_host(array), values) & ~unwritten_mask(values)
+        _write(array, values)
+        reference()  # outputs computed from a poisoned input are right again
+        synchronize()
+        if written.any():
+            outputs.append((array, values, written))
+    for array, values, written in outputs:
+        _write(array, poisoned(values.shape, values.dtype))
+        mine()
+        synchronize()
+        got = to_host(array)
+        _write(array, values)
+        unwritten = written & unwritten_mask(got)
+        wrong = written & ~unwritten & ~_close(got, values)
+        if unwritten.any() or wrong.any():
+            return (f"your {what} does not do its work on every call: called once more after the timing, on an output filled "
+                    f"with a marker value, it left {int(unwritten.sum())} of {int(written.sum())} elements unwritten and "
+                    f"{int(wrong.sum())} other than the reference's. Each call must compute the whole result again (a call "
+                    "that skips its work is timed as doing nothing).")
+    return None

@@ -278,6 +278,9 @@ def cuda_c_sources() -> list[CudaCSource]:
         CudaCSource("timing.GATE_SOURCE", timing.GATE_SOURCE, (), {"gpucourse_gate": 1}),
         CudaCSource("launch_costs.COPY_CUDA_C", launch_costs.COPY_CUDA_C, (), {"copy": 1024}),
         *(CudaCSource(f"instructions.MULTIPLY_ADD_CHAIN_CUDA_C ({switch})", instructions.MULTIPLY_ADD_CHAIN_CUDA_C, options,
-                      {"multiply_add_chain_c": 256}, through_cupy=switch in instructions.BUILT_BY_CUPY)
+                      {"multiply_add_chain_c": 256}, through_cupy=False)
           for switch, options in instructions.COMPILER_SWITCHES.items()),
+        *(CudaCSource(f"instructions.SPECIAL_CHAIN_CUDA_C ({switch})", instructions.SPECIAL_CHAIN_CUDA_C, options,
+                      {"special_chain_c": 256}, through_cupy=False)
+          for switch, options in instructions.COMPILER_SWITCHES.items() if switch != "--fmad=false"),
     ]

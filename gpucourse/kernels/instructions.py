@@ -151,8 +151,8 @@ def sine_chain_operations(n: int, steps: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # The book's compiler switches one at a time (§3.6.2: -Mcuda=nofma, -Mcuda=flushz): CUDA C compiled by
 # NVRTC with --fmad=false or --ftz=true, where Numba offers only fastmath=True, which sets both and more.
-# cupy.RawKernel adds -ftz=true to every build, so NVRTC's defaults and --fmad=false alone are built by calling NVRTC
-# directly; the --ftz=true build is CuPy's own (the flag it adds anyway).
+# cupy.RawKernel adds -ftz=true to every build, so every build here is made by calling NVRTC directly with exactly its
+# options (gpucourse.compilation.nvrtc_kernel).
 
 #: x <- x * a + b, 8 * `steps` times per element in float32 registers: one FFMA each, or an FMUL and an FADD.
 MULTIPLY_ADD_CHAIN_CUDA_C = r"""
@@ -182,16 +182,10 @@ def multiply_add_chain_c_kernel(switch: str):
     return _chain_kernel(switch, cupy.cuda.Device().id)
 
 
-#: The builds that cupy.RawKernel makes (it adds -ftz=true, so only the flushing one); NVRTC itself builds the others.
-BUILT_BY_CUPY = frozenset({"--ftz=true"})
-
-
 @functools.cache
 def _chain_kernel(switch: str, device: int):
-    if switch in BUILT_BY_CUPY:
-        import cupy
-
-        return cupy.RawKernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", options=COMPILER_SWITCHES[switch])
+    # every build by NVRTC itself with exactly its options, --ftz=true too: a cupy.RawKernel would add -ftz=true on its own,
+    # so a flushing build through it could not tell the option's effect from CuPy's
     from ..compilation import nvrtc_kernel
 
     return nvrtc_kernel(MULTIPLY_ADD_CHAIN_CUDA_C, "multiply_add_chain_c", COMPILER_SWITCHES[switch])
@@ -206,6 +200,58 @@ def multiply_add_chain_c(values, a: float, b: float, steps: int, switch: str = "
         raise ValueError(f"values must be a 1D float32 array; got {values.dtype} with {values.ndim} dimension(s)")
     n = values.size
     kernel((blocks_to_cover(n, threads_per_block),), (threads_per_block,), (values, np.float32(a), np.float32(b), np.int32(steps), np.int64(n)))
+
+
+#: Where flush-to-zero saves time: division, square root and a transcendental (the logarithm) take a slow path for a
+#: subnormal operand unless it is flushed; an FFMA runs subnormals at full speed on current GPUs. Each operation is applied
+#: 8 * `steps` times per element in registers and keeps a subnormal value subnormal (x / 0.999 grows by a factor of 1.67
+#: over 512 steps; c * sqrt(x) and -d / log(x) have subnormal fixed points), so every step takes the slow path or is flushed.
+SPECIAL_CHAIN_CUDA_C = r"""
+extern "C" __global__ void special_chain_c(float* values, const int operation, const int steps, const long long n)
+{
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = values[i];
+    const float divisor = 0.999f, root_scale = 3.1622776e-20f, log_scale = 1.0e-37f;
+    for (int s = 0; s < steps; ++s) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            if (operation == 0) x = x / divisor;
+            else if (operation == 1) x = root_scale * sqrtf(x);
+            else x = -log_scale / logf(x);
+        }
+    }
+    values[i] = x;
+}
+"""
+#: The operations of SPECIAL_CHAIN_CUDA_C, by the code its kernel takes.
+SPECIAL_OPERATIONS = ("division", "square root", "logarithm")
+
+
+@functools.cache
+def _special_kernel(switch: str, device: int):
+    from ..compilation import nvrtc_kernel
+
+    return nvrtc_kernel(SPECIAL_CHAIN_CUDA_C, "special_chain_c", COMPILER_SWITCHES[switch])
+
+
+def special_chain_c(values, operation: str, steps: int, switch: str = "defaults", threads_per_block: int = 256) -> None:
+    """Apply one of SPECIAL_OPERATIONS 8 * `steps` times to every element of a float32 CuPy array, in place, built by NVRTC with
+    `switch` (GPU only)."""
+    from ..arrays import require_cupy
+    from ..validate import blocks_to_cover
+
+    if operation not in SPECIAL_OPERATIONS:
+        raise ValueError(f"operation must be one of {list(SPECIAL_OPERATIONS)}; got {operation!r}")
+    if switch not in COMPILER_SWITCHES:
+        raise ValueError(f"switch must be one of {list(COMPILER_SWITCHES)}; got {switch!r}")
+    cupy = require_cupy("CUDA C compiled with NVRTC's --ftz")
+    if values.dtype != np.float32 or values.ndim != 1:
+        raise ValueError(f"values must be a 1D float32 array; got {values.dtype} with {values.ndim} dimension(s)")
+    kernel = _special_kernel(switch, cupy.cuda.Device().id)
+    n = values.size
+    kernel((blocks_to_cover(n, threads_per_block),), (threads_per_block,),
+           (values, np.int32(SPECIAL_OPERATIONS.index(operation)), np.int32(steps), np.int64(n)))
 
 
 def multiply_add_chain_c_reference(values: np.ndarray, a: float, b: float, steps: int) -> np.ndarray:

@@ -188,6 +188,34 @@ def classify_bound(base_ms: float, memory_ms: float, math_ms: float) -> BoundCla
     return BoundClassification(label, memory_share, math_share, overlap, reason)
 
 
+def pace_of(limit: LimitTimes, empty_ms: float, copy_gbs: float, near_copy: float = 0.9) -> BoundClassification:
+    """What sets this device's pace: the book's rule (classify_bound) checked against the empty grid's time (ms) and the
+    memory kernel's share of the device-to-device copy (GB/s).
+
+    The book's rule reads three times alone. On a current GPU the math kernel may take just the time of starting its
+    threads (the empty grid's), and the memory kernel may move bytes well below the copy: then neither the arithmetic
+    nor the memory's bandwidth sets the pace, and the kernel is latency-bound (notebook 2.3 shows what does).
+    """
+    base_ms, memory_ms, math_ms = limit.base.median_ms, limit.memory.median_ms, limit.math.median_ms
+    rule = classify_bound(base_ms, memory_ms, math_ms)
+    of_copy = limit.memory_gbs / copy_gbs
+    sine_share = max(0.0, math_ms - empty_ms) / base_ms  # the arithmetic's own time, less starting the threads
+    if rule.label == "memory-bound" and of_copy >= near_copy:
+        return BoundClassification(rule.label, rule.memory_share, rule.math_share, rule.overlap,
+                                   f"{rule.reason}, and the memory kernel moves bytes at {of_copy:.0%} of the copy")
+    if rule.label == "math-bound" and sine_share >= LATENCY_SHARE:
+        return BoundClassification(rule.label, rule.memory_share, rule.math_share, rule.overlap,
+                                   f"{rule.reason}; the arithmetic's own time, beyond starting the threads, is {sine_share:.0%} of it")
+    if rule.label == "latency-bound":
+        return rule
+    reason = (f"the book's rule reads {rule.label} ({rule.reason}), but math alone takes {math_ms / empty_ms:.2f} times the "
+              f"empty grid's {1e3 * empty_ms:.0f} µs (the arithmetic's own share: {sine_share:.0%} of the base time) and the "
+              f"memory kernel moves bytes at {of_copy:.0%} of the copy: starting the blocks ({1e3 * empty_ms:.0f} µs) and memory "
+              f"alone ({1e3 * memory_ms:.0f} µs) each take less than the kernel's {1e3 * base_ms:.0f} µs, so neither limit sets "
+              "the pace: the loads in flight do (notebook 2.3)")
+    return BoundClassification("latency-bound", rule.memory_share, rule.math_share, rule.overlap, reason)
+
+
 BOOK_LIMIT_GPUS = ("C2050", "K20")  # the GPUs of the book's limiting-factor runs (§2.2)
 
 

@@ -1,7 +1,7 @@
 """Then and now: every figure the book and the articles print, beside the same measurement on this GPU.
 
 `run()` measures chapter by chapter (sized for the device; tiny in the simulator, which the report
-says in red), with a progress bar in a terminal or a notebook; `write()` saves the report as HTML
+says in red), with a progress bar in a terminal or a notebook; `write()` saves the report (merged by chapter into one already there) as HTML
 (plots embedded) and as a Markdown twin, plus the numbers as JSON. Each chapter's part
 (`gpucourse.thenandnow.chN`) calls the same functions as its notebooks and the course's GPU records.
 Every book figure either has a row or an explanation of why the course does not measure it
@@ -24,7 +24,8 @@ from pathlib import Path
 from .. import book
 from .core import BookCell, ChapterPlan, ChapterResult, Context, Progress, Row, Section, ids_of
 
-__all__ = ["BookCell", "ChapterPlan", "ChapterResult", "Context", "Report", "Row", "Section", "chapters", "coverage", "run", "write"]
+__all__ = ["BookCell", "ChapterPlan", "ChapterResult", "Context", "Report", "Row", "Section", "chapters", "coverage", "file_into", "merged",
+           "read", "run", "write"]
 
 
 def chapters() -> dict[int, ChapterPlan]:
@@ -129,11 +130,100 @@ def _json_row(row: Row) -> dict:
     return data
 
 
-def write(report: Report, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.html, report.md and report.json into `out_dir`; return their paths."""
-    from .render import to_html, to_markdown
+def _run_of(meta: dict) -> dict:
+    """What names the run a chapter comes from: its device and date (and, for a GPU, its ceilings and versions)."""
+    return {key: meta[key] for key in ("device", "date", "ceilings", "versions", "driver CUDA version") if key in meta}
+
+
+def _chapter_json(chapter: ChapterResult, meta: dict) -> dict:
+    return {"number": chapter.number, "title": chapter.title, "seconds": chapter.seconds, "error": chapter.error,
+            "recorded": chapter.recorded or _run_of(meta),
+            "sections": [{"title": s.title, "notes": s.notes, "rows": [_json_row(r) for r in s.rows]} for s in chapter.sections]}
+
+
+def _chapter_of(data: dict, meta: dict) -> ChapterResult:
+    """A chapter as report.json holds it (no plots), with the run it comes from (older files: the file's own run)."""
+    sections = [Section(s["title"], [Row(**{**r, "book": [BookCell(**c) for c in r["book"]]}) for r in s["rows"]], list(s["notes"]))
+                for s in data["sections"]]
+    return ChapterResult(data["number"], data["title"], sections, data.get("seconds", 0.0), data.get("error"),
+                         data.get("recorded") or _run_of(meta))
+
+
+def read(out_dir: str | Path) -> tuple[Report, dict[int, str]] | None:
+    """The report written in `out_dir` (report.json, with its chapters' HTML from report.html, plots included), or None."""
+    from .render import chapter_blocks
 
     out = Path(out_dir)
+    if not (out / "report.json").exists():
+        return None
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    meta = dict(data["meta"])
+    report = Report(meta, [_chapter_of(chapter, meta) for chapter in data["chapters"]])
+    page = (out / "report.html").read_text(encoding="utf-8") if (out / "report.html").exists() else ""
+    return report, chapter_blocks(page)
+
+
+def merged(earlier: Report, later: Report) -> Report:
+    """`later`'s chapters with those of `earlier` it did not run: a part of a report never replaces the whole."""
+    mine = {c.number for c in later.chapters}
+    chapters_now = [dataclasses.replace(c, recorded=c.recorded or _run_of(later.meta)) for c in later.chapters]
+    chapters_now += [c for c in earlier.chapters if c.number not in mine]
+    chapters_now.sort(key=lambda c: c.number)
+    from .render import _meta_text
+
+    meta = dict(later.meta)
+    for key in ("device", "ceilings", "versions", "driver CUDA version"):
+        runs: dict[str, list[int]] = {}
+        for chapter in chapters_now:
+            value = (chapter.recorded or {}).get(key, meta.get(key))
+            if value is not None:
+                runs.setdefault(_meta_text(key, value), []).append(chapter.number)
+        if len(runs) > 1:  # chapters of several runs: the line names each run's value with its chapters
+            meta[key] = " and ".join(f"{value} ({_chapters_text(numbers)})" for value, numbers in runs.items())
+    dates = sorted({str((c.recorded or {}).get("date", meta["date"])) for c in chapters_now})
+    if len(dates) > 1:
+        meta["date"] = f"{dates[0]} to {dates[-1]} (each chapter says its own)"
+    return Report(meta, chapters_now)
+
+
+def _chapters_text(numbers: list[int]) -> str:
+    """'chapters 1-6', 'chapter 7', 'chapters 2, 5'."""
+    if len(numbers) == 1:
+        return f"chapter {numbers[0]}"
+    runs = numbers == list(range(numbers[0], numbers[-1] + 1))
+    return f"chapters {numbers[0]}-{numbers[-1]}" if runs else "chapters " + ", ".join(map(str, numbers))
+
+
+def write(report: Report, out_dir: str | Path, merge: bool = True) -> dict[str, Path]:
+    """Write report.html, report.md and report.json into `out_dir`; return their paths.
+
+    With `merge` (the default), a report already in `out_dir` of the same kind (GPU or simulator) keeps
+    every chapter this one did not run: a run of one chapter replaces that chapter only.
+    """
+    earlier = read(out_dir) if merge else None
+    if earlier is not None and bool(earlier[0].meta.get("simulated")) == report.simulated:
+        mine = {c.number for c in report.chapters}
+        return _write_files(merged(earlier[0], report), Path(out_dir), {n: b for n, b in earlier[1].items() if n not in mine})
+    return _write_files(report, Path(out_dir), {})
+
+
+def file_into(source_dir: str | Path, target_dir: str | Path) -> dict[str, Path]:
+    """Merge the report written in `source_dir` into the one in `target_dir` (a record's report filed beside the others)."""
+    found = read(source_dir)
+    if found is None:
+        raise FileNotFoundError(f"no report.json in {source_dir}")
+    later, later_blocks = found
+    earlier = read(target_dir)
+    if earlier is None or bool(earlier[0].meta.get("simulated")) != later.simulated:
+        return _write_files(later, Path(target_dir), later_blocks)
+    mine = {c.number for c in later.chapters}
+    kept = {**{n: b for n, b in earlier[1].items() if n not in mine}, **later_blocks}
+    return _write_files(merged(earlier[0], later), Path(target_dir), kept)
+
+
+def _write_files(report: Report, out: Path, kept: dict[int, str]) -> dict[str, Path]:
+    from .render import to_html, to_markdown
+
     out.mkdir(parents=True, exist_ok=True)
     measured = report.figure_ids()
     plans = {n: p for n, p in chapters().items() if n in {c.number for c in report.chapters}}
@@ -142,11 +232,8 @@ def write(report: Report, out_dir: str | Path) -> dict[str, Path]:
         wanted = {f"ch{n}_" for n in plans}
         unexplained = [i for i in unexplained if i.startswith(tuple(wanted))]
     paths = {"html": out / "report.html", "md": out / "report.md", "json": out / "report.json"}
-    paths["html"].write_text(to_html(report.meta, report.chapters, unexplained, explained), encoding="utf-8")
+    paths["html"].write_text(to_html(report.meta, report.chapters, unexplained, explained, kept=kept), encoding="utf-8")
     paths["md"].write_text(to_markdown(report.meta, report.chapters, unexplained, explained), encoding="utf-8")
-    data = {"meta": report.meta, "unexplained": unexplained,
-            "chapters": [{"number": c.number, "title": c.title, "seconds": c.seconds, "error": c.error,
-                          "sections": [{"title": s.title, "notes": s.notes, "rows": [_json_row(r) for r in s.rows]} for s in c.sections]}
-                         for c in report.chapters]}
+    data = {"meta": report.meta, "unexplained": unexplained, "chapters": [_chapter_json(c, report.meta) for c in report.chapters]}
     paths["json"].write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
     return paths

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .. import distributed as D
-from .. import mode, mpi, multigpu
+from .. import mode, multigpu
 from ..errors import CourseError
+from ..multigpu import mpi
+from ..multigpu import transpose as D
 from ..sizes import problem_size
 from .core import BookCell, ChapterPlan, Context, Row, Section, cells
 
@@ -110,7 +111,7 @@ def mpi_rows(ctx: Context) -> list[Section]:
     ranks = problem_size("ch4_mpi_ranks")
     for method, figure_id in (("host", "ch4_mpi_transpose_hoststaged"), ("nccl", "ch4_mpi_transpose_gpuaware")):
         args = ["--shape", *shape, "--method", method, "--repeat", max(2, ctx.repeat // 2), "--expect-ranks", ranks]
-        run = mpi.run_program("gpucourse.mpi.transpose", ranks, args, timeout_s=300, check=False)
+        run = mpi.run_program("gpucourse.multigpu.mpi.transpose", ranks, args, timeout_s=300, check=False)
         result = run.result or {}
         label = "staged through host memory (D2H, MPI, H2D)" if method == "host" else "device to device through NCCL (the book: CUDA-aware MPI)"
         if "gbs" in result:

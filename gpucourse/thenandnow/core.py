@@ -109,6 +109,7 @@ class ChapterResult:
     sections: list[Section] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+    recorded: dict | None = None  # the run it comes from ({"device": ..., "date": ...}) when a report merges several runs
 
     @property
     def rows(self) -> list[Row]:

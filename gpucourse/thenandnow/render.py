@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 
 from ..report import NOT_MEASURED
 from .core import ChapterResult, Row
@@ -84,6 +85,13 @@ def _meta_text(key: str, value) -> str:
     return str(value)
 
 
+def chapter_run(chapter: ChapterResult) -> str:
+    """'12 s' (the chapter's time), with the run it comes from when the report joins several: '12 s on NVIDIA H200, 2026-11-25 08:20'."""
+    recorded = chapter.recorded or {}
+    where = ", ".join(str(recorded[key]) for key in ("device", "date") if recorded.get(key))
+    return f"{chapter.seconds:.0f} s" + (f" on {where}" if where else "")
+
+
 def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]]) -> str:
     """The whole report as Markdown."""
     out = [f"# Then and now: the book's figures on {meta['device']}", ""]
@@ -91,7 +99,7 @@ def to_markdown(meta: dict, chapters: list[ChapterResult], unexplained: list[str
         out += [f"> **{SIMULATOR_WARNING}**", ""]
     out += [f"- {key}: {_meta_text(key, value)}" for key, value in meta.items() if key != "simulated"] + [""]
     for chapter in chapters:
-        out += [f"## Chapter {chapter.number}: {chapter.title}", "", f"*{chapter.seconds:.0f} s*", ""]
+        out += [f"## Chapter {chapter.number}: {chapter.title}", "", f"*{chapter_run(chapter)}*", ""]
         if chapter.error:
             out += [f"**This chapter's measurements failed:** `{chapter.error}`", ""]
         for section in chapter.sections:
@@ -151,8 +159,11 @@ def scoped_style(scope: str) -> str:
 
 
 def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], explained: dict[str, list[str]],
-            fragment: bool = False) -> str:
-    """The whole report as one HTML page with its plots embedded; with `fragment`, as a block to show inside a notebook."""
+            fragment: bool = False, kept: dict[int, str] | None = None) -> str:
+    """The whole report as one HTML page with its plots embedded; with `fragment`, as a block to show inside a notebook.
+
+    `kept`: chapters' HTML as an earlier run wrote it (their plots included), used in place of rendering them again.
+    """
     e = html.escape
     if fragment:
         out = [f"<div class='gpucourse-report'><style>{scoped_style('gpucourse-report')}</style>",
@@ -167,7 +178,10 @@ def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], e
     out.append("<ul>" + "".join(f"<li><a href='#ch{c.number}'>Chapter {c.number}: {e(c.title)}</a> ({len(c.rows)} rows)</li>"
                                 for c in chapters) + "</ul>")
     for chapter in chapters:
-        out.append(f"<h2 id='ch{chapter.number}'>Chapter {chapter.number}: {e(chapter.title)}</h2><p><i>{chapter.seconds:.0f} s</i></p>")
+        if kept and chapter.number in kept:
+            out.append(kept[chapter.number])
+            continue
+        out.append(f"<h2 id='ch{chapter.number}'>Chapter {chapter.number}: {e(chapter.title)}</h2><p><i>{e(chapter_run(chapter))}</i></p>")
         if chapter.error:
             out.append(f"<p class='warning'>This chapter's measurements failed: {e(chapter.error)}</p>")
         for section in chapter.sections:
@@ -185,3 +199,11 @@ def to_html(meta: dict, chapters: list[ChapterResult], unexplained: list[str], e
         out.append(f"<li>{e(reason)}: {len(ids)} figure(s) <small>({e(', '.join(ids))})</small></li>")
     out.append("</ul></div>" if fragment else "</ul></body></html>")
     return "\n".join(out)
+
+
+def chapter_blocks(page: str) -> dict[int, str]:
+    """Each chapter's HTML in a report page written by to_html, by chapter number (from its heading to the next chapter's)."""
+    starts = [(int(m.group(1)), m.start()) for m in re.finditer(r"<h2 id='ch(\d+)'>", page)]
+    end = page.find("<h2>Book figures without a row</h2>")
+    ends = [start for _, start in starts[1:]] + [end if end >= 0 else len(page)]
+    return {number: page[start:stop].rstrip("\n") for (number, start), stop in zip(starts, ends)}
