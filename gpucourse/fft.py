@@ -424,21 +424,21 @@ def wavenumbers(n: int, length: float = 2 * np.pi, half: bool = False) -> np.nda
     return 2 * np.pi / length * m
 
 
-def is_fast_size(n: int) -> bool:
-    """True when n is a product of 2, 3, 5 and 7 only (the sizes cuFFT has its fastest kernels for)."""
+def is_fast_size(n: int, primes: tuple[int, ...] = FAST_PRIMES) -> bool:
+    """True when n is a product of `primes` only (by default 2, 3, 5 and 7: the sizes cuFFT has its fastest kernels for)."""
     if n < 1:
         return False
-    for p in FAST_PRIMES:
+    for p in primes:
         while n % p == 0:
             n //= p
     return n == 1
 
 
-def next_fast_size(n: int) -> int:
-    """The smallest size >= n that is a product of 2, 3, 5 and 7 only."""
+def next_fast_size(n: int, primes: tuple[int, ...] = FAST_PRIMES) -> int:
+    """The smallest size >= n that is a product of `primes` only (by default 2, 3, 5 and 7)."""
     if n < 1:
         raise ValueError(f"n must be positive; got {n}")
-    while not is_fast_size(n):
+    while not is_fast_size(n, primes):
         n += 1
     return n
 

@@ -6,44 +6,22 @@ right ones written another way than the reference, which pass.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
+from answers_common import caught, passes
 from numba import cuda
+from test_checks import scale_rows_right
+from test_invariants import add_into_x
+from test_invariants import scale_in_place as scale_in_place_kernel
 
-from gpucourse.checks import CheckFailed, ch1
-
-
-def caught(check, answer, *causes: str) -> str:
-    """Run `check(answer)`: it must fail, in at most five lines, with every regex of `causes` in its message."""
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    for cause in causes:
-        assert re.search(cause, message, flags=re.S), f"{cause!r} not in:\n{message}"
-    return message
-
-
-def passes(check, answer, capsys, exercise: str) -> None:
-    check(answer)
-    assert f"\u2705 Exercise {exercise}" in capsys.readouterr().out
-
+from gpucourse.checks import ch1
 
 # --- Exercise 1.1 ------------------------------------------------------------------------------------
 
 
 def add_on_host(out, x, y, threads_per_block=256):
     out.copy_to_device(x.copy_to_host() + y.copy_to_host())
-
-
-@cuda.jit
-def add_into_x(out, x, y):
-    i = cuda.grid(1)
-    if i < out.size:
-        x[i] += y[i]
-        out[i] = x[i]
 
 
 def add_accumulating(out, x, y, threads_per_block=256):
@@ -80,7 +58,7 @@ def add_off_by_one(out, x, y, threads_per_block=256):
     (add_off_by_one, ["never written", r"first at index \d+"]),
 ])
 def test_add_arrays_wrong_answers_are_named(answer, causes):
-    caught(ch1.check_add_arrays, answer, *causes)
+    caught(ch1.check_add_arrays, answer, causes=causes)
 
 
 @cuda.jit
@@ -118,7 +96,7 @@ def add_divmod(out, x, y, threads_per_block=256):
 
 @pytest.mark.parametrize("answer", [add_grid_stride_while, add_divmod])
 def test_add_arrays_right_answers_pass(answer, capsys):
-    passes(ch1.check_add_arrays, answer, capsys, "1.1")
+    passes(ch1.check_add_arrays, answer, capsys=capsys, exercise="1.1")
 
 
 # --- Exercise 1.2 ------------------------------------------------------------------------------------
@@ -126,14 +104,6 @@ def test_add_arrays_right_answers_pass(answer, capsys):
 
 def scale_on_host(out, matrix, factors):
     out[:, :] = matrix.copy_to_host() * factors.copy_to_host()[:, None]
-
-
-@cuda.jit
-def scale_in_place_kernel(out, matrix, factors):
-    col, row = cuda.grid(2)
-    if row < out.shape[0] and col < out.shape[1]:
-        matrix[row, col] *= factors[row]
-        out[row, col] = matrix[row, col]
 
 
 def scale_in_place(out, matrix, factors):
@@ -153,16 +123,9 @@ def scale_wrong_factor(out, matrix, factors):
     scale_by_column_factor[(-(-cols // 16), -(-rows // 8)), (16, 8)](out, matrix, factors)
 
 
-@cuda.jit
-def scale_rows_kernel(out, matrix, factors):
-    col, row = cuda.grid(2)
-    if row < out.shape[0] and col < out.shape[1]:
-        out[row, col] = matrix[row, col] * factors[row]
-
-
 def scale_rows_floor(out, matrix, factors):
     rows, cols = out.shape
-    scale_rows_kernel[(-(-cols // 16), max(1, rows // 8)), (16, 8)](out, matrix, factors)  # the last rows' blocks left out
+    scale_rows_right[(-(-cols // 16), max(1, rows // 8)), (16, 8)](out, matrix, factors)  # the last rows' blocks left out
 
 
 @pytest.mark.parametrize(("answer", "causes"), [
@@ -172,7 +135,7 @@ def scale_rows_floor(out, matrix, factors):
     (scale_rows_floor, ["never written", "rows"]),
 ])
 def test_scale_rows_wrong_answers_are_named(answer, causes):
-    caught(ch1.check_scale_rows, answer, *causes)
+    caught(ch1.check_scale_rows, answer, causes=causes)
 
 
 @cuda.jit
@@ -212,7 +175,7 @@ def scale_with_helper(out, matrix, factors):
 
 @pytest.mark.parametrize("answer", [scale_grid_stride, scale_with_helper])
 def test_scale_rows_right_answers_pass(answer, capsys):
-    passes(ch1.check_scale_rows, answer, capsys, "1.2")
+    passes(ch1.check_scale_rows, answer, capsys=capsys, exercise="1.2")
 
 
 # --- Exercise 1.3 ------------------------------------------------------------------------------------
@@ -254,7 +217,7 @@ def fill_from_thread_index(out):
     (fill_from_thread_index, ["never written", r"fill_kernel\[\d+, \d+\]"]),
 ])
 def test_fill_grid_stride_wrong_answers_are_named(answer, causes):
-    caught(ch1.check_fill_grid_stride, answer, *causes)
+    caught(ch1.check_fill_grid_stride, answer, causes=causes)
 
 
 @cuda.jit
@@ -282,7 +245,7 @@ def fill_with_helper(out):
 
 @pytest.mark.parametrize("answer", [fill_in_rounds, fill_with_helper])
 def test_fill_grid_stride_right_answers_pass(answer, capsys):
-    passes(ch1.check_fill_grid_stride, answer, capsys, "1.3")
+    passes(ch1.check_fill_grid_stride, answer, capsys=capsys, exercise="1.3")
 
 
 # --- Exercise 1.4 ------------------------------------------------------------------------------------
@@ -326,7 +289,7 @@ def config_silent(n, threads_per_block, device):
     (config_silent, ["was accepted", "raise ValueError"]),
 ])
 def test_launch_config_wrong_answers_are_named(answer, causes):
-    caught(ch1.check_launch_config, answer, *causes)
+    caught(ch1.check_launch_config, answer, causes=causes)
 
 
 def config_divmod(n, threads_per_block, device):
@@ -347,4 +310,4 @@ def config_checks_apart(n, threads_per_block, device):
 
 @pytest.mark.parametrize("answer", [config_divmod, config_checks_apart])
 def test_launch_config_right_answers_pass(answer, capsys):
-    passes(ch1.check_launch_config, answer, capsys, "1.4")
+    passes(ch1.check_launch_config, answer, capsys=capsys, exercise="1.4")

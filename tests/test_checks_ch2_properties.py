@@ -6,31 +6,14 @@ the host, inputs changed), each named by its cause in at most five lines, and ri
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
+from answers_common import caught, passes
 from numba import cuda, float32
 
 import gpucourse
-from gpucourse.checks import CheckFailed, ch2
-
-
-def caught(check, answer, *causes: str) -> str:
-    """Run `check(answer)`: it must fail, in at most five lines, with every regex of `causes` in its message."""
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    for cause in causes:
-        assert re.search(cause, message, flags=re.S), f"{cause!r} not in:\n{message}"
-    return message
-
-
-def passes(check, answer, capsys, exercise: str) -> None:
-    check(answer)
-    assert f"\u2705 Exercise {exercise}" in capsys.readouterr().out
-
+from gpucourse.checks import ch2
 
 # --- Exercise 2.1 ------------------------------------------------------------------------------------
 
@@ -55,7 +38,7 @@ def bandwidth_read_and_write(n, itemsize, reads, writes, milliseconds):
     (bandwidth_read_and_write, ["one read and one write", "reads \\+ writes"]),
 ])
 def test_effective_bandwidth_wrong_answers_are_named(answer, causes):
-    caught(ch2.check_effective_bandwidth, answer, *causes)
+    caught(ch2.check_effective_bandwidth, answer, causes=causes)
 
 
 def bandwidth_in_gigabytes_first(n, itemsize, reads, writes, milliseconds):
@@ -70,7 +53,7 @@ def bandwidth_per_second(n, itemsize, reads, writes, milliseconds):
 
 @pytest.mark.parametrize("answer", [bandwidth_in_gigabytes_first, bandwidth_per_second])
 def test_effective_bandwidth_right_answers_pass(answer, capsys):
-    passes(ch2.check_effective_bandwidth, answer, capsys, "2.1")
+    passes(ch2.check_effective_bandwidth, answer, capsys=capsys, exercise="2.1")
 
 
 # --- Exercise 2.2 ------------------------------------------------------------------------------------
@@ -128,7 +111,7 @@ def best_skips_first(time_ms, block_sizes, bytes_moved):
     (best_skips_first, ["time every block size the device accepts"]),
 ])
 def test_best_block_size_wrong_answers_are_named(answer, causes):
-    caught(ch2.check_best_block_size, answer, *causes)
+    caught(ch2.check_best_block_size, answer, causes=causes)
 
 
 def best_by_sorting(time_ms, block_sizes, bytes_moved):
@@ -158,7 +141,7 @@ def best_with_helper(time_ms, block_sizes, bytes_moved):
 
 @pytest.mark.parametrize("answer", [best_by_sorting, best_with_helper])
 def test_best_block_size_right_answers_pass(answer, capsys):
-    passes(ch2.check_best_block_size, answer, capsys, "2.2")
+    passes(ch2.check_best_block_size, answer, capsys=capsys, exercise="2.2")
 
 
 # --- Exercise 2.3 ------------------------------------------------------------------------------------
@@ -199,7 +182,7 @@ def classify_tie_to_math(base_ms, memory_ms, math_ms):
     (classify_tie_to_math, ["same time", "you said math-bound, but it is memory-bound"]),
 ])
 def test_classify_wrong_answers_are_named(answer, causes):
-    caught(ch2.check_classify, answer, *causes)
+    caught(ch2.check_classify, answer, causes=causes)
 
 
 def classify_in_percent(base_ms, memory_ms, math_ms):
@@ -218,7 +201,7 @@ def classify_by_longest(base_ms, memory_ms, math_ms):
 
 @pytest.mark.parametrize("answer", [classify_in_percent, classify_by_longest])
 def test_classify_right_answers_pass(answer, capsys):
-    passes(ch2.check_classify, answer, capsys, "2.3")
+    passes(ch2.check_classify, answer, capsys=capsys, exercise="2.3")
 
 
 # --- Exercise 2.4 ------------------------------------------------------------------------------------
@@ -282,7 +265,7 @@ def copy_four_on_host(out, inp):
     (copy_four_on_host, ["no kernel was launched"]),
 ])
 def test_copy_four_wrong_answers_are_named(answer, causes):
-    caught(ch2.check_copy_four, answer, *causes)
+    caught(ch2.check_copy_four, answer, causes=causes)
 
 
 @cuda.jit(device=True)
@@ -332,7 +315,7 @@ def copy_four_while_loops(out, inp, threads_per_block=256):
 
 @pytest.mark.parametrize("answer", [copy_four_guarded, copy_four_while_loops])
 def test_copy_four_right_answers_pass(answer, capsys):
-    passes(ch2.check_copy_four, answer, capsys, "2.4")
+    passes(ch2.check_copy_four, answer, capsys=capsys, exercise="2.4")
 
 
 # --- 2.2: what the check hands over cannot change its verdict ----------------------------------------
@@ -358,5 +341,5 @@ def best_reads_the_stand_in(time_ms, block_sizes, bytes_moved):
 
 def test_best_block_size_judges_against_its_own_copies():
     """The list and the timing function are handed over; rewriting the list changes nothing, and the timing function has no table to read."""
-    caught(ch2.check_best_block_size, best_rewrites_the_list, "the fastest block size here is")
-    caught(ch2.check_best_block_size, best_reads_the_stand_in, "raised AttributeError")
+    caught(ch2.check_best_block_size, best_rewrites_the_list, causes=("the fastest block size here is",))
+    caught(ch2.check_best_block_size, best_reads_the_stand_in, causes=("raised AttributeError",))

@@ -6,34 +6,18 @@ block size, owners not written), each named by its cause in at most five lines, 
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
+from answers_common import caught, passes
 from numba import cuda, float32, float64
 
 import gpucourse
-from gpucourse.checks import CheckFailed, ch3_execution
+from gpucourse.checks import ch3_execution
 from gpucourse.occupancy import occupancy
 
 TILE_DIM, BLOCK_ROWS, ILP = 32, 8, 4
 TILE = (TILE_DIM, TILE_DIM + 1)
 ODD_TILE = (TILE_DIM, TILE_DIM + 3)
-
-
-def caught(check, answer, *causes: str) -> str:
-    """Run `check(answer)`: it must fail, in at most five lines, with every regex of `causes` in its message."""
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    for cause in causes:
-        assert re.search(cause, message, flags=re.S), f"{cause!r} not in:\n{message}"
-    return message
-
-
-def passes(check, answer, capsys, exercise: str) -> None:
-    check(answer)
-    assert f"\u2705 Exercise {exercise}" in capsys.readouterr().out
 
 
 # --- Exercise 3.4.1 ----------------------------------------------------------------------------------
@@ -94,7 +78,7 @@ def transpose_tile_as_loaded(out, inp):
     (transpose_tile_as_loaded, ["(wrong values|before any thread of the block wrote it)"]),
 ])
 def test_transpose_wrong_answers_are_named(answer, causes):
-    caught(ch3_execution.check_no_bank_conflicts, answer, *causes)
+    caught(ch3_execution.check_no_bank_conflicts, answer, causes=causes)
 
 
 @cuda.jit(device=True)
@@ -141,7 +125,7 @@ def transpose_early_exit_free(out, inp):
 
 @pytest.mark.parametrize("answer", [transpose_by_four, transpose_early_exit_free])
 def test_transpose_right_answers_pass(answer, capsys):
-    passes(ch3_execution.check_no_bank_conflicts, answer, capsys, "3.4.1")
+    passes(ch3_execution.check_no_bank_conflicts, answer, capsys=capsys, exercise="3.4.1")
 
 
 # --- Exercise 3.5.1 ----------------------------------------------------------------------------------
@@ -187,7 +171,7 @@ def pick_powers_of_two(registers, shared, limits):
     (pick_powers_of_two, [r"C2050 limits\) returned 256", "(Try every multiple of 32|so does the smaller 192)"]),
 ])
 def test_pick_block_size_wrong_answers_are_named(answer, causes):
-    caught(ch3_execution.check_pick_block_size, answer, *causes)
+    caught(ch3_execution.check_pick_block_size, answer, causes=causes)
 
 
 def pick_by_key(registers, shared, limits):
@@ -204,7 +188,7 @@ def pick_in_two_passes(registers, shared, limits):
 
 @pytest.mark.parametrize("answer", [pick_by_key, pick_in_two_passes])
 def test_pick_block_size_right_answers_pass(answer, capsys):
-    passes(ch3_execution.check_pick_block_size, answer, capsys, "3.5.1")
+    passes(ch3_execution.check_pick_block_size, answer, capsys=capsys, exercise="3.5.1")
 
 
 # --- Exercise 3.5.2 ----------------------------------------------------------------------------------
@@ -260,7 +244,7 @@ def copy_ilp_swapping(out, inp, owner):
     (copy_ilp_swapping, ["changed inp in place"]),
 ])
 def test_copy_ilp_wrong_answers_are_named(answer, causes):
-    caught(ch3_execution.check_copy_ilp, answer, *causes)
+    caught(ch3_execution.check_copy_ilp, answer, causes=causes)
 
 
 @cuda.jit
@@ -308,7 +292,7 @@ def copy_ilp_helper(out, inp, owner):
 
 @pytest.mark.parametrize("answer", [copy_ilp_named, copy_ilp_helper])
 def test_copy_ilp_right_answers_pass(answer, capsys):
-    passes(ch3_execution.check_copy_ilp, answer, capsys, "3.5.2")
+    passes(ch3_execution.check_copy_ilp, answer, capsys=capsys, exercise="3.5.2")
 
 
 # --- Exercise 3.6.1 ----------------------------------------------------------------------------------
@@ -350,7 +334,7 @@ def by_warp_reduces_x(out, x, owner):
     (by_warp_reduces_x, ["changed x in place"]),
 ])
 def test_branch_by_warp_wrong_answers_are_named(answer, causes):
-    caught(ch3_execution.check_branch_by_warp, answer, *causes)
+    caught(ch3_execution.check_branch_by_warp, answer, causes=causes)
 
 
 @cuda.jit(device=True)
@@ -386,4 +370,4 @@ def by_warp_early_return(out, x, owner):
 
 @pytest.mark.parametrize("answer", [by_warp_from_block, by_warp_early_return])
 def test_branch_by_warp_right_answers_pass(answer, capsys):
-    passes(ch3_execution.check_branch_by_warp, answer, capsys, "3.6.1")
+    passes(ch3_execution.check_branch_by_warp, answer, capsys=capsys, exercise="3.6.1")

@@ -6,33 +6,18 @@ named by its cause in at most five lines, and right ones written another way tha
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
+from answers_common import caught, passes
 from numba import cuda, float32
+from test_checks_ch3_memory import scale_coalesced
 
 import gpucourse
-from gpucourse.checks import CheckFailed, ch3_memory
+from gpucourse.checks import ch3_memory
 from gpucourse.kernels import transfers
 
 WIDE = ch3_memory.WIDE
-
-
-def caught(check, *answers, causes: tuple[str, ...]) -> str:
-    """Run `check(*answers)`: it must fail, in at most five lines, with every regex of `causes` in its message."""
-    with pytest.raises(CheckFailed) as failed:
-        check(*answers)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    for cause in causes:
-        assert re.search(cause, message, flags=re.S), f"{cause!r} not in:\n{message}"
-    return message
-
-
-def passes(check, *answers, capsys, exercise: str) -> None:
-    check(*answers)
-    assert f"\u2705 Exercise {exercise}" in capsys.readouterr().out
 
 
 # --- Exercise 3.1 ------------------------------------------------------------------------------------
@@ -48,13 +33,6 @@ def scale_in_place_kernel(out, a, factor):
     if row < a.shape[0] and col < a.shape[1]:
         a[row, col] *= factor
         out[row, col] = a[row, col]
-
-
-@cuda.jit
-def scale_kernel(out, a, factor):
-    col, row = cuda.grid(2)
-    if row < a.shape[0] and col < a.shape[1]:
-        out[row, col] = a[row, col] * factor
 
 
 @cuda.jit
@@ -76,7 +54,7 @@ def launched(kernel, floor_columns=False):
 @pytest.mark.parametrize(("answer", "causes"), [
     (scale_on_host, ("no kernel was launched",)),
     (launched(scale_in_place_kernel), ("changed a in place",)),
-    (launched(scale_kernel, floor_columns=True), ("never written", "columns with x")),
+    (launched(scale_coalesced, floor_columns=True), ("never written", "columns with x")),
     (launched(scale_other_axis_kernel), ("(outside|never written)",)),
 ])
 def test_scale_matrix_wrong_answers_are_named(answer, causes):

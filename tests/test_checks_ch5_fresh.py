@@ -10,22 +10,16 @@ import math
 
 import numpy as np
 import pytest
+from answers_common import caught
 from numba import cuda, float32
+from test_checks_ch5 import make_atomic, partial_sums
 
 import gpucourse
-from gpucourse.checks import CheckFailed, ch5
+from gpucourse.checks import ch5
 
 TPB = gpucourse.problem_size("ch5_threads_per_block")
 #: At most this many blocks: few in the simulator (each thread is a Python thread), enough to fill a GPU there (5.3 is timed).
 MOST_BLOCKS = 1024 if gpucourse.mode.on_gpu() else 8
-
-
-def caught(check, answer) -> str:
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    return message
 
 
 # --- kernels shared by several answers --------------------------------------------------------------
@@ -34,26 +28,6 @@ def caught(check, answer) -> str:
 @cuda.jit
 def store_value(result, value):
     result[0] = value
-
-
-@cuda.jit
-def block_tree(x, partial):
-    """A block's grid-stride sum, then a tree in a shared array of TPB values, written to partial[block]."""
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    total = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        total += x[i]
-    cache[t] = total
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = cache[0]
 
 
 @cuda.jit
@@ -119,7 +93,7 @@ def second_pass_without_loop(x, result):
     """Wrong: as many blocks as the data asks for, but the second pass adds only the first TPB partial sums."""
     blocks = math.ceil(x.size / TPB)
     partial = cuda.device_array(blocks, np.float32)
-    block_tree[blocks, TPB](x, partial)
+    partial_sums[blocks, TPB](x, partial)
     one_per_thread[1, TPB](partial, result)
 
 
@@ -147,7 +121,7 @@ def one_launch_of_atomics(x, result):
 def one_block_then_copy(x, result):
     """Right, another way: a single block strides over everything into its partial sum, copied to result on the device."""
     partial = cuda.device_array(1, np.float32)
-    block_tree[1, TPB](x, partial)
+    partial_sums[1, TPB](x, partial)
     result[:1] = partial[:1]
 
 
@@ -216,7 +190,7 @@ READS_PAST_SHARED = pytest.mark.skipif(gpucourse.mode.on_gpu(), reason="reads pa
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (shared_in_elements, ["counts BYTES, not elements", "4 * threads"]),
+    (shared_in_elements, ["a size in bytes, not in elements", "kernel[blocks, threads, 0, 4 * threads]"]),
     pytest.param(tree_from_the_block_size, ["past its end (x has", "cuda.blockDim.x // 2"], marks=READS_PAST_SHARED),
     (stride_of_one_block, ["steps by one block", "cuda.gridsize(1)"]),
 ])
@@ -339,23 +313,7 @@ def test_fresh_wrong_atomic_sums_are_named(answer, words):
     assert all(word in message for word in words), message
 
 
-@cuda.jit
-def tree_then_atomic(x, total):
-    cache = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    total_here = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        total_here += x[i]
-    cache[t] = total_here
-    cuda.syncthreads()
-    step = TPB // 2
-    while step > 0:
-        if t < step:
-            cache[t] += cache[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        cuda.atomic.add(total, 0, cache[0])
+tree_then_atomic = make_atomic("atomic")  # a grid-stride loop, a shared tree per block, one atomic from thread 0
 
 
 def tree_atomic_sum(x, total):
@@ -400,9 +358,9 @@ def payoffs_with(python_discount=False, guard=True, overwrite=False):
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (payoffs_with(python_discount=True), ["gets `discount`", "float64", "np.float32(value)"]),
+    (payoffs_with(python_discount=True), ["as `discount`: Numba compiles that parameter as float64", "numpy.float32(value)"]),
     (payoffs_with(guard=False), ["Threads past the end must not write", "bounds check"]),
-    (payoffs_with(overwrite=True), ["changed its input `z`"]),
+    (payoffs_with(overwrite=True), ["changed z in place"]),
 ])
 def test_fresh_wrong_payoffs_are_named(answer, words):
     message = caught(ch5.check_payoffs, answer)
@@ -482,7 +440,7 @@ def kahan_sorted_in_place(x):
 @pytest.mark.parametrize(("answer", "words"), [
     (kahan_through_python_floats, ["float64", "float32"]),
     (running_sum, ["plain float32 sum"]),
-    (kahan_sorted_in_place, ["changed its input `x`"]),
+    (kahan_sorted_in_place, ["kahan_sorted_in_place changed x in place"]),
 ])
 def test_fresh_wrong_kahan_sums_are_named(answer, words):
     message = caught(ch5.check_kahan, answer)

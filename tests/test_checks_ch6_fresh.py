@@ -8,20 +8,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from answers_common import caught
 from numba import cuda, float32
+from test_checks_ch6 import BX, BY, TILE, jacobi_flat_tile, z_point_kernel
 
 from gpucourse import finite_difference as fd
-from gpucourse.checks import CheckFailed, ch6
+from gpucourse.checks import ch6
 from gpucourse.kernels import stencil
-
-
-def caught(check, answer) -> str:
-    with pytest.raises(CheckFailed) as failed:
-        check(answer)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    return message
-
 
 # --- 6.1 -----------------------------------------------------------------------------------------
 
@@ -106,8 +99,8 @@ def z_derivative(python_floats=False, behind_minus_ahead=False, overwrite=False)
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (z_derivative(overwrite=True), ["changed its input `f`"]),
-    (z_derivative(python_floats=True), ["gets `a`", "float64"]),
+    (z_derivative(overwrite=True), ["changed f in place"]),
+    (z_derivative(python_floats=True), ["as `a`: Numba compiles that parameter as float64"]),
     (z_derivative(behind_minus_ahead=True), ["wrong sign", "f[z + m] - f[z - m]"]),
 ])
 def test_fresh_wrong_z_derivatives_are_named(answer, words):
@@ -115,19 +108,9 @@ def test_fresh_wrong_z_derivatives_are_named(answer, words):
     assert all(word in message for word in words), message
 
 
-@cuda.jit
-def z_point_3d(f, df, a, b, c, d):
-    """Right, another way: a 3D grid, one thread per point, x fastest."""
-    i, j, k = cuda.grid(3)
-    nz, ny, nx = f.shape
-    if i < nx and j < ny and k < nz:
-        df[k, j, i] = (a * (f[(k + 1) % nz, j, i] - f[(k - 1) % nz, j, i]) + b * (f[(k + 2) % nz, j, i] - f[(k - 2) % nz, j, i])
-                       + c * (f[(k + 3) % nz, j, i] - f[(k - 3) % nz, j, i]) + d * (f[(k + 4) % nz, j, i] - f[(k - 4) % nz, j, i]))
-
-
 def z_by_points(f, df, coefficients):
     nz, ny, nx = f.shape
-    z_point_3d[(math.ceil(nx / 16), math.ceil(ny / 4), math.ceil(nz / 2)), (16, 4, 2)](f, df, *coefficients)
+    z_point_kernel[(math.ceil(nx / 16), math.ceil(ny / 4), math.ceil(nz / 2)), (16, 4, 2)](f, df, *coefficients)
 
 
 @cuda.jit
@@ -214,6 +197,22 @@ def test_fresh_right_tiles_pass(answer, capsys):
 # --- 6.4 -----------------------------------------------------------------------------------------
 
 
+@cuda.jit(device=True)
+def two_steps_from_local_values(u, j, i, d, four):
+    """Two explicit steps at the interior point (j, i): the first step at it and at its north, west, east and south
+    neighbours in a local array (a boundary neighbour keeps its value), then the second step from them."""
+    ny, nx = u.shape
+    first = cuda.local.array(5, float32)
+    for n in range(5):
+        jj = j + (0, -1, 0, 0, 1)[n]
+        ii = i + (0, 0, -1, 1, 0)[n]
+        v = u[jj, ii]
+        if 0 < ii < nx - 1 and 0 < jj < ny - 1:
+            v = v + d * ((((u[jj - 1, ii] + u[jj, ii - 1]) + u[jj, ii + 1]) + u[jj + 1, ii]) - four * v)
+        first[n] = v
+    return first[0] + d * ((((first[1] + first[2]) + first[3]) + first[4]) - four * first[0])
+
+
 @cuda.jit
 def heat_inline(u, u_new, d, four, twice_d_once, write_back):
     i, j = cuda.grid(2)
@@ -224,15 +223,7 @@ def heat_inline(u, u_new, d, four, twice_d_once, write_back):
             if twice_d_once:
                 x = x + (d + d) * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * x)
             else:
-                first = cuda.local.array(5, float32)  # the first step at the point, north, west, east, south
-                for n in range(5):
-                    jj = j + (0, -1, 0, 0, 1)[n]
-                    ii = i + (0, 0, -1, 1, 0)[n]
-                    v = u[jj, ii]
-                    if 0 < ii < nx - 1 and 0 < jj < ny - 1:
-                        v = v + d * ((((u[jj - 1, ii] + u[jj, ii - 1]) + u[jj, ii + 1]) + u[jj + 1, ii]) - four * v)
-                    first[n] = v
-                x = first[0] + d * ((((first[1] + first[2]) + first[3]) + first[4]) - four * first[0])
+                x = two_steps_from_local_values(u, j, i, d, four)
         u_new[j, i] = x
         if write_back:
             u[j, i] = x
@@ -247,8 +238,8 @@ def heat(python_d=False, twice_d_once=False, write_back=False):
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (heat(write_back=True), ["changed its input `u`"]),
-    (heat(python_d=True), ["gets `d` = 0.2", "float64"]),
+    (heat(write_back=True), ["changed u in place"]),
+    (heat(python_d=True), ["0.2", "as `d`: Numba compiles that parameter as float64"]),
     (heat(twice_d_once=True), ["ONE step with twice d"]),
 ])
 def test_fresh_wrong_heat_steps_are_named(answer, words):
@@ -257,7 +248,7 @@ def test_fresh_wrong_heat_steps_are_named(answer, words):
 
 
 def heat_inline_right(u, u_new, d):
-    """Right, another way: the five first-step values in a local array, no device function."""
+    """Right, another way: the five first-step values in a local array, in a device function."""
     heat(python_d=False)(u, u_new, d)
 
 
@@ -279,15 +270,7 @@ def heat_strided(u, u_new, d, four):
                     cc = c + d * ((((u[j - 1, i] + u[j, i - 1]) + u[j, i + 1]) + u[j + 1, i]) - four * c)
                     u_new[j, i] = cc + d * ((((cn + cw) + ce) + cs) - four * cc)
                 else:  # next to the boundary: the boundary's values stay, so only the inner neighbours move
-                    vals = cuda.local.array(5, float32)
-                    for n in range(5):
-                        jj = j + (0, -1, 0, 0, 1)[n]
-                        ii = i + (0, 0, -1, 1, 0)[n]
-                        v = u[jj, ii]
-                        if 0 < ii < nx - 1 and 0 < jj < ny - 1:
-                            v = v + d * ((((u[jj - 1, ii] + u[jj, ii - 1]) + u[jj, ii + 1]) + u[jj + 1, ii]) - four * v)
-                        vals[n] = v
-                    u_new[j, i] = vals[0] + d * ((((vals[1] + vals[2]) + vals[3]) + vals[4]) - four * vals[0])
+                    u_new[j, i] = two_steps_from_local_values(u, j, i, d, four)
             else:
                 u_new[j, i] = u[j, i]
 
@@ -352,43 +335,29 @@ def test_fresh_right_stretched_weights_pass(answer, capsys):
 
 # --- 6.6 -----------------------------------------------------------------------------------------
 
-BX, BY = 32, 8
-TILE = (BY + 2, BX + 2)
 EDGE, CORNER = np.float32(0.2), np.float32(0.05)
 
 
 @cuda.jit
-def jacobi_flat_tile(a, a_new, edge, corner, write_back):
-    """A tile loaded by a flat walk over its (BY + 2) x (BX + 2) points, BX * BY at a time."""
-    t = cuda.shared.array(TILE, float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    ny, nx = a.shape
-    x0, y0 = cuda.blockIdx.x * BX - 1, cuda.blockIdx.y * BY - 1
-    for k in range(ty * BX + tx, (BY + 2) * (BX + 2), BX * BY):
-        r, c = k // (BX + 2), k % (BX + 2)
-        if 0 <= y0 + r < ny and 0 <= x0 + c < nx:
-            t[r, c] = a[y0 + r, x0 + c]
-    cuda.syncthreads()
-    i, j = x0 + 1 + tx, y0 + 1 + ty
-    if 0 < i < nx - 1 and 0 < j < ny - 1:
-        r, c = ty + 1, tx + 1
-        value = (edge * (((t[r + 1, c] + t[r, c - 1]) + t[r, c + 1]) + t[r - 1, c])
-                 + corner * (((t[r - 1, c - 1] + t[r - 1, c + 1]) + t[r + 1, c - 1]) + t[r + 1, c + 1]))
-        a_new[j, i] = value
-        if write_back:
-            a[j, i] = value
+def copy_back(a, a_new):
+    """A mistake after a right sweep: the result copied back into the input."""
+    i, j = cuda.grid(2)
+    if j < a.shape[0] and i < a.shape[1]:
+        a[j, i] = a_new[j, i]
 
 
 def jacobi(blocks_rounded_down=False, block=(BX, BY), write_back=False):
     def jacobi_sweep(a, a_new):
         ny, nx = a.shape
         grid = ((nx - 2) // BX, (ny - 2) // BY) if blocks_rounded_down else (math.ceil(nx / block[0]), math.ceil(ny / block[1]))
-        jacobi_flat_tile[grid, block](a, a_new, EDGE, CORNER, write_back)
+        jacobi_flat_tile[grid, block](a, a_new, EDGE, CORNER)
+        if write_back:
+            copy_back[grid, block](a, a_new)
     return jacobi_sweep
 
 
 @pytest.mark.parametrize(("answer", "words"), [
-    (jacobi(write_back=True), ["changed its input `a`"]),
+    (jacobi(write_back=True), ["changed a in place"]),
     (jacobi(blocks_rounded_down=True), ["never written", "rounding the blocks up"]),
     (jacobi(block=(16, 16)), ["16 x 16", "32 x 8"]),
 ])

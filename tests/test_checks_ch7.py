@@ -189,7 +189,8 @@ def poisson_launcher(mistake=None):
     ("1 / nx only", r"times the expected ones: divide by \(kx\^2 \+ ky\^2\) and by nx \* ny"),
     ("sign", "sign is wrong"),
     ("swapped lengths", "lengths are swapped"),
-    ("float64 scalars", r"gets `kx_unit` = [\d.]+ as a float64 \(a Python float\).*np.float32\(value\)"),
+    ("float64 scalars", r"the (Python float|float64 value) [\d.]+[^`]* as `kx_unit`: Numba compiles that parameter as float64"
+                        r".*numpy.float32\(value\)"),
 ])
 def test_poisson_divide_mistakes(mistake, message):
     with pytest.raises(CheckFailed, match=message):

@@ -11,26 +11,19 @@ each such kernel in the simulator would cost minutes and show no more.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import pytest
+from answers_common import caught
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_checks_ch4_fresh import first_principles_ms
+from test_checks_ch7 import smooth
 
 from gpucourse import fft, mode
-from gpucourse.checks import CheckFailed, ch4, ch5, ch6, ch7
-from gpucourse.checks.cases import sizes_around
+from gpucourse.checks import ch4, ch5, ch6, ch7
 from gpucourse.multigpu import model as M
 
 FEW = settings(max_examples=25, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def rejected(check, *answers) -> str:
-    with pytest.raises(CheckFailed) as failed:
-        check(*answers)
-    message = str(failed.value)
-    assert len(message.splitlines()) <= 5, message
-    return message
 
 
 # --- 4.1: one device per rank ---------------------------------------------------------------------
@@ -54,7 +47,7 @@ def test_4_1_a_slip_at_any_one_gpu_count_is_caught(slipped):
         if gpus == slipped:
             return [rank % gpus for rank in range(len(hostnames))]
         return [local % gpus for local in node_local(hostnames)]
-    assert f", {slipped})" in rejected(ch4.check_assign_devices, answer)
+    assert f", {slipped})" in caught(ch4.check_assign_devices, answer)
 
 
 @FEW
@@ -63,7 +56,7 @@ def test_4_1_a_wrap_that_stops_after_k_rounds_is_caught(rounds):
     """Right while a host's ranks fill its GPUs `rounds` times, then device 0: the cases have hosts with 3 rounds and more."""
     def answer(hostnames, gpus):
         return [local % gpus if local < rounds * gpus else 0 for local in node_local(hostnames)]
-    rejected(ch4.check_assign_devices, answer)
+    caught(ch4.check_assign_devices, answer)
 
 
 @FEW
@@ -75,26 +68,10 @@ def test_4_1_any_change_to_the_callers_list_is_caught(change):
          "reverse": hostnames.reverse, "clear": hostnames.clear, "setitem": lambda: hostnames.__setitem__(0, "x"),
          "delete": lambda: hostnames.__delitem__(-1), "extend": lambda: hostnames.extend(hostnames)}[change]()
         return devices
-    assert "changed the list it was given" in rejected(ch4.check_assign_devices, answer)
+    assert "changed the list it was given" in caught(ch4.check_assign_devices, answer)
 
 
 # --- 4.2: does splitting pay? ---------------------------------------------------------------------
-
-
-def by_the_text_ms(problem, gpus, machine) -> float:
-    """The exercise's estimate from its words, in exact fractions (bytes, GB = 1e9 bytes, µs)."""
-    share = Fraction(problem.data_bytes) / gpus
-    body = max(2 * share / (Fraction(machine.hbm_gbs) * 10**9), Fraction(problem.flops) / gpus / (Fraction(machine.tflops) * 10**12))
-    if gpus == 1 or problem.exchange == "none":
-        sent, messages = Fraction(0), 0
-    elif problem.exchange == "halo":
-        messages = 1 if gpus == 2 else 2
-        sent = messages * Fraction(problem.halo_bytes)
-    else:
-        messages, sent = gpus - 1, share * (gpus - 1) / gpus
-    link = sent / (Fraction(machine.link_gbs) * 10**9)
-    steps_us = (problem.launches + messages) * Fraction(machine.launch_us) + messages * Fraction(machine.latency_us)
-    return float((body + link) * 1000 + steps_us / 1000)
 
 
 problems = st.builds(
@@ -109,19 +86,19 @@ machines = st.builds(lambda hbm, link, launch, latency, tflops: M.Machine(hbm, l
 @given(problems, st.integers(1, 8), machines)
 @example(ch4._TRANSPOSE, 4, M.H100_NVSWITCH).via("notebook 4.3's transpose on 4 H100s")
 def test_4_2_the_model_the_check_compares_with_is_the_exercise_text(problem, gpus, machine):
-    assert M.split_estimate_ms(problem, gpus, machine) == pytest.approx(by_the_text_ms(problem, gpus, machine), rel=1e-9)
+    assert M.split_estimate_ms(problem, gpus, machine) == pytest.approx(first_principles_ms(problem, gpus, machine), rel=1e-9)
 
 
 def verdict(problem, gpus, machine):
-    return by_the_text_ms(problem, gpus, machine) < by_the_text_ms(problem, 1, machine)
+    return first_principles_ms(problem, gpus, machine) < first_principles_ms(problem, 1, machine)
 
 
 @FEW
 @given(st.integers(1, 8), st.sampled_from([1.003, 0.997, 1.02, 1.5]))
 def test_4_2_a_slip_at_any_one_gpu_count_is_caught(slipped, factor):
     def answer(problem, gpus, machine):
-        return by_the_text_ms(problem, gpus, machine) * (factor if gpus == slipped else 1)
-    assert f"on {slipped} GPU" in rejected(ch4.check_split_estimate, answer, verdict)
+        return first_principles_ms(problem, gpus, machine) * (factor if gpus == slipped else 1)
+    assert f"on {slipped} GPU" in caught(ch4.check_split_estimate, answer, verdict)
 
 
 @FEW
@@ -134,7 +111,7 @@ def test_4_2_a_unit_slip_in_any_part_is_named(part, unit):
         memory = estimate.memory_ms / (bytes_per_unit if part in ("memory", "both") else 1)
         link = estimate.link_ms / (bytes_per_unit if part in ("link", "both") else 1)
         return max(memory, estimate.compute_ms) + link + estimate.step_ms
-    assert name in rejected(ch4.check_split_estimate, answer, verdict)
+    assert name in caught(ch4.check_split_estimate, answer, verdict)
 
 
 @FEW
@@ -143,7 +120,7 @@ def test_4_2_a_verdict_that_looks_at_a_power_of_two_is_caught(rounding):
     def answer_pays(problem, gpus, machine):
         exponent = {"down": math.floor, "up": math.ceil, "nearest": round}[rounding](math.log2(gpus))
         return verdict(problem, 2**exponent, machine)
-    assert "splitting pays when the split run is faster" in rejected(ch4.check_split_estimate, by_the_text_ms, answer_pays)
+    assert "splitting pays when the split run is faster" in caught(ch4.check_split_estimate, first_principles_ms, answer_pays)
 
 
 def test_4_2_the_cases_cover_every_gpu_count_exchange_and_both_verdicts():
@@ -160,30 +137,20 @@ def test_4_2_the_cases_cover_every_gpu_count_exchange_and_both_verdicts():
 
 
 def smooth_over(primes):
-    def next_size(n):
-        m = n
-        while True:
-            rest = m
-            for p in primes:
-                while rest % p == 0:
-                    rest //= p
-            if rest == 1:
-                return m
-            m += 1
-    return next_size
+    return lambda n: smooth(n, primes)
 
 
 @FEW
 @given(st.sampled_from([p for p in range(11, 98) if all(p % d for d in range(2, p))]))
 @example(11).via("the smallest prime that must not slip through")
 def test_7_1_any_extra_prime_factor_is_caught(extra):
-    assert "slips through" in rejected(ch7.check_next_fast_size, smooth_over((2, 3, 5, 7, extra)))
+    assert "slips through" in caught(ch7.check_next_fast_size, smooth_over((2, 3, 5, 7, extra)))
 
 
 @FEW
 @given(st.sampled_from([(2, 3, 5), (2, 3, 7), (2, 5, 7), (3, 5, 7), (2,)]))
 def test_7_1_any_missing_prime_factor_is_caught(primes):
-    rejected(ch7.check_next_fast_size, smooth_over(primes))
+    caught(ch7.check_next_fast_size, smooth_over(primes))
 
 
 def test_7_1_the_cases_hold_fast_sizes_and_their_neighbours():
@@ -203,7 +170,7 @@ def test_7_4_a_moved_threshold_is_caught(threshold):
     def answer(io_only, single_stream):
         compute = single_stream - io_only
         return compute if compute > threshold * io_only else 2 * io_only / 3
-    rejected(ch7.check_expected_streamed_time, answer)
+    caught(ch7.check_expected_streamed_time, answer)
 
 
 @FEW
@@ -211,7 +178,7 @@ def test_7_4_a_moved_threshold_is_caught(threshold):
 def test_7_4_any_other_weight_of_either_part_is_caught(compute_weight, io_weight):
     if abs(compute_weight - 1) < 1e-6 and abs(io_weight - 2 / 3) < 1e-6:
         return
-    rejected(ch7.check_expected_streamed_time, lambda io, single: max(compute_weight * (single - io), io_weight * io))
+    caught(ch7.check_expected_streamed_time, lambda io, single: max(compute_weight * (single - io), io_weight * io))
 
 
 # --- the kernel exercises: which sizes leave which elements out ------------------------------------
@@ -245,8 +212,3 @@ def test_6_6_the_meshes_straddle_the_block():
     shapes = ch6.jacobi_shapes()
     assert any((ny - 2) % ch6.BLOCK[1] == 0 and (nx - 2) % ch6.BLOCK[0] == 0 for ny, nx in shapes)
     assert any((ny - 2) % ch6.BLOCK[1] and (nx - 2) % ch6.BLOCK[0] for ny, nx in shapes)
-
-
-def test_sizes_around_gives_each_multiple_and_its_neighbours():
-    assert sizes_around([32, 64]) == [31, 32, 33, 63, 64, 65]
-    assert sizes_around([1], least=1) == [1, 2]

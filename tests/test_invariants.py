@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 from numba import cuda, float32
+from test_checks_ch5 import tree
 
 from gpucourse import mode
 from gpucourse.arrays import to_device, to_host
@@ -237,31 +238,12 @@ def test_c_source_and_cupy_kernel_objects_are_read_for_double():
 # --- dynamic shared memory sized in elements -------------------------------------------------------------
 
 
-@cuda.jit
-def tree_dynamic(x, partial):
-    tile = cuda.shared.array(0, float32)
-    t = cuda.threadIdx.x
-    total = float32(0)
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        total += x[i]
-    tile[t] = total
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if t < step:
-            tile[t] += tile[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = tile[0]
-
-
 def block_sums_in_elements(x, partial, threads_per_block):
-    tree_dynamic[partial.size, threads_per_block, 0, threads_per_block](x, partial)  # elements, where bytes are meant
+    tree[partial.size, threads_per_block, 0, threads_per_block](x, partial)  # elements, where bytes are meant
 
 
 def test_dynamic_shared_memory_sized_in_elements_is_named():
-    with pytest.raises(CheckFailed, match=r"tree_dynamic is launched with \d+ bytes of dynamic shared memory .* a size in bytes, "
+    with pytest.raises(CheckFailed, match=r"tree is launched with \d+ bytes of dynamic shared memory .* a size in bytes, "
                                           "not in elements"):
         ch5.check_block_sums(block_sums_in_elements)
 

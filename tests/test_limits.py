@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from numba import cuda
+from test_invariants import fill_scanning_everything
 
 from gpucourse import mode
 from gpucourse.checks import CheckFailed, ch1, ch7, guard
@@ -62,14 +62,6 @@ def test_an_endless_answer_to_7_1_ends_with_the_line_of_its_loop_under_the_real_
     assert re.search(rf"next_fast_size\(n=\d+\) did not return within {ch7.CALL_SECONDS:.0f} s \(it was at line \d+, `(while|rest|if|for)",
                      message), message
     assert len(message.splitlines()) <= 5
-
-
-@cuda.jit
-def fill_scanning_everything(out):
-    start, stride = cuda.grid(1), cuda.gridsize(1)
-    for i in range(out.size):  # every thread walks the whole array and keeps its own elements
-        if i % stride == start:
-            out[i] = 3 * i + 1
 
 
 def test_a_quadratic_answer_to_1_3_is_named_under_the_real_limit(monkeypatch):

@@ -18,11 +18,12 @@ import shutil
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off on shared machines
+
+from gpu_parts import log, run_part  # noqa: E402 - tools/, this script's folder
 
 import gpucourse  # noqa: E402  (first: it picks the mode)
 from gpucourse import multigpu  # noqa: E402
@@ -36,10 +37,6 @@ SUMMARY: list[str] = []
 DEADLINE = float("inf")
 
 
-def log(*parts) -> None:
-    print(*parts, flush=True)
-
-
 def part(name: str):
     """Decorator: run a part of the script, log and record an exception instead of stopping, skip when out of time."""
     def wrap(function):
@@ -48,16 +45,9 @@ def part(name: str):
                 log(f"== {name}: skipped (time budget spent)")
                 RESULTS[name] = {"skipped": "time budget spent"}
                 return None
-            log(f"== {name}")
-            start = time.perf_counter()
-            try:
-                value = function(*args, **kwargs)
-            except Exception as exc:
-                log(f"!! {name}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-                RESULTS[name] = {"error": f"{type(exc).__name__}: {exc}"}
-                return None
-            log(f"   ({time.perf_counter() - start:.1f} s)")
+            value, error = run_part(name, function, *args, **kwargs)
+            if error:
+                RESULTS[name] = {"error": error}
             return value
         return run
     return wrap

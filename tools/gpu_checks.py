@@ -28,6 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from solution_cells import is_check_cell, solution_cells  # noqa: E402 - tools/, this script's folder
+
 import gpucourse  # noqa: E402
 from gpucourse.checks import evidence, sanitizer, speed  # noqa: E402
 from gpucourse.checks.trace import ReplayError  # noqa: E402
@@ -51,17 +53,10 @@ SPEED_CHECKS = (
 
 def notebook_namespace(name: str) -> tuple[dict, dict[str, str]]:
     """Run a solution notebook's cells except its check cells; return the namespace and its check cells by call."""
-    cells = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())["cells"]
     namespace: dict = {"__name__": f"solution_{name}"}
     checks = {}
-    for number, cell in enumerate(cells):
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"])
-        filename = f"<{name} cell {number}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # inspect.getsource finds it
-        code = compile(source, filename, "exec")
-        if ".check_" in source:
+    for _, source, code in solution_cells(name):
+        if is_check_cell(source):
             checks[source.strip()] = code
         else:
             exec(code, namespace)

@@ -16,11 +16,12 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off on shared machines
+
+from gpu_parts import log, run_part  # noqa: E402 - tools/, this script's folder
 
 import gpucourse  # noqa: E402  (first: it picks the mode)
 from gpucourse import multigpu  # noqa: E402
@@ -31,22 +32,11 @@ from gpucourse.multigpu.domains import scaling  # noqa: E402
 RESULTS: dict = {}
 
 
-def log(*parts) -> None:
-    print(*parts, flush=True)
-
-
 def guarded(name: str, function, *args, **kwargs):
     """Run one part; log and record an exception instead of stopping."""
-    log(f"== {name}")
-    start = time.perf_counter()
-    try:
-        value = function(*args, **kwargs)
-    except Exception as exc:
-        log(f"!! {name}: {type(exc).__name__}: {exc}")
-        traceback.print_exc()
-        RESULTS[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        return None
-    log(f"   ({time.perf_counter() - start:.1f} s)")
+    value, error = run_part(name, function, *args, **kwargs)
+    if error:
+        RESULTS[name] = {"error": error}
     return value
 
 

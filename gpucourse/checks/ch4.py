@@ -17,6 +17,7 @@ from ..multigpu.mpi import ranks
 from ..multigpu.mpi.exchange import ExchangeError, loopback_exchange
 from ..sizes import problem_size
 from . import CheckFailed, fail, passed
+from .runs import input_changes, keep_inputs
 
 _SEED = np.random.SeedSequence()  # fresh data for every session; the cases that expose each mistake are always included
 
@@ -377,7 +378,7 @@ def check_all_to_all(all_to_all: Callable[..., object]) -> None:
 
     for size in ALL_TO_ALL_RANKS:
         sends = [rng.random((size, h, w), dtype=np.float32) for _ in range(size)]
-        originals = [send.copy() for send in sends]
+        kept = keep_inputs([f"rank {rank}'s send" for rank in range(size)], sends)
         try:
             received = loopback_exchange(watched, sends, (h, w), np.float32)
         except ExchangeError as exc:
@@ -388,12 +389,12 @@ def check_all_to_all(all_to_all: Callable[..., object]) -> None:
         except Exception as exc:  # any other exception is a wrong answer, reported in words
             problems.append(f"with {size} ranks, all_to_all raised {type(exc).__name__}: {exc}")
             break
-        changed = next((rank for rank in range(size) if not np.array_equal(sends[rank], originals[rank])), None)
-        if changed is not None:
-            problems.append(f"with {size} ranks, rank {changed}'s send array changed: send is what the rank gives away, read and "
-                            "never written (NCCL may still be reading it until the group completes).")
+        changed = input_changes(kept, "all_to_all", "recv")
+        if changed:
+            problems.append(f"with {size} ranks, {changed[0]} (send is what the rank gives away: NCCL may still be reading it "
+                            "until the group completes).")
             break
-        found = _received_problems(received, originals, size)
+        found = _received_problems(received, [item.before for item in kept], size)
         if found:
             problems += [f"with {size} ranks: {p}" for p in found]
             break

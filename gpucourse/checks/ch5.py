@@ -33,11 +33,17 @@ from ..kernels.reductions import partial_sum_kernel, resident_blocks
 from ..options import EuropeanOption, black_scholes, payoffs_reference
 from ..simulation import interleaved_blocks, paced
 from ..sizes import problem_size
-from . import array_problems, fail, passed, run_guarded
-from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
+from . import array_problems, fail, passed
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
-from .launches import RecordedLaunch, kernel_launch_problems, recorded_launches, shared_array_declarations
-from .runs import race_repeats, run_checked
+from .launches import (
+    RecordedLaunch,
+    dynamic_shared_problems,
+    float64_argument_problems,
+    kernel_launch_problems,
+    recorded_launches,
+    shared_array_declarations,
+)
+from .runs import call_keeping_inputs, race_repeats, run_checked
 from .speed import elements_beyond_l2
 from .trace import atomics_per_launch, divergent_warp_levels, is_shared, shared_passes_per_request
 
@@ -162,7 +168,6 @@ def check_gpu_sum(gpu_sum: Callable[..., object]) -> None:
                 break
     trace, note = trace_naming_races(gpu_sum, _small_sum_arguments("result", 511), "Exercise 5.1",
                                      "A thread with no element of its own stores 0 in its slot.")
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     blocks = set.intersection(*tails.values()) if tails else set()
     if blocks:  # every wrong size lost exactly its last n % B elements, for one B
         block = max(blocks)
@@ -198,25 +203,29 @@ def _fixed_shared_problems(block_sums: Callable[..., object], threads: int) -> l
     """A shared array declared with a fixed size smaller than the block the launch asks for (read before launching it)."""
     probe_x = to_device(np.zeros(2 * threads, np.float32))
     probe = to_device(np.zeros(2, np.float32))
-    with recorded_launches(dry=True) as launches, recorded_calls() as calls:
+    with recorded_launches(dry=True) as launches:
         try:
             block_sums(probe_x, probe, threads)
         except NotImplementedError:
             raise
         except Exception:  # noqa: BLE001 - the real run reports it in words
             return []
-    for launch, call in zip(launches, calls):
+    elements = dynamic_shared_problems(launches)  # the invariant of every exercise: bytes asked for as elements
+    if elements:
+        return elements
+    for launch in launches:
         try:
             declarations = shared_array_declarations(launch.kernel)
         except Exception:  # noqa: BLE001 - no source to read
             continue
         for shape, _ in declarations:
             size = math.prod(shape)
-            if size == 0 and call.shared_bytes < 4 * call.threads:  # dynamic shared memory, sized by the launch
+            block = math.prod(launch.threads)
+            if size == 0 and launch.shared_bytes < 4 * block:  # dynamic shared memory, sized by the launch
                 return [f"{launch.name} declares its shared array by the launch (cuda.shared.array(0, float32)), and the launch gives "
-                        f"it {call.shared_bytes} bytes for {call.threads} threads: {call.shared_bytes // 4} float32 values, fewer than "
+                        f"it {launch.shared_bytes} bytes for {block} threads: {launch.shared_bytes // 4} float32 values, fewer than "
                         "the threads that store into it. The fourth launch parameter counts BYTES, not elements: "
-                        f"kernel[blocks, threads, 0, 4 * threads] ({4 * call.threads} here)."]
+                        f"kernel[blocks, threads, 0, 4 * threads] ({4 * block} here)."]
             if 0 < size < launch.threads[0]:
                 return [f"{launch.name} declares a shared array of {size} elements, fixed in the kernel, but with threads_per_block = "
                         f"{threads} its block has {launch.threads[0]} threads, and the tree writes past the array's end. Size it by the "
@@ -316,7 +325,6 @@ def check_block_sums(block_sums: Callable[..., object]) -> None:
                                      "Every thread stores its total in its slot, before the barrier.")
     if problems and not declared and trace is None and "out of bounds" in note:  # on a GPU a read past the shared array gives wrong values; the
         problems = [_outside_words(note, n_small)]             # traced run in the simulator names it
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(problems, "Exercise 5.2")
     if trace is not None:
         problems += _tree_pattern_problems(trace) + float64_problems(trace)
@@ -394,7 +402,6 @@ def check_atomic_sum(atomic_sum: Callable[..., object], kernel=None) -> None:
         if problems:
             break
     trace, note = trace_naming_races(atomic_sum, _small_sum_arguments("total", 531), "Exercise 5.3")
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         read = [] if problems else _kernel_read_problems(trace, "x", _small_sum_size(), "the sum")  # right values, made where?
         problems = read + _atomic_count_problems(trace) + problems
@@ -443,9 +450,10 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
     want = np.stack([call, put]).astype(np.float32)
     args = (np.float32(option.S), np.float32(option.E), np.float32(option.r), np.float32(option.sigma), np.float32(option.T))
     z_device = to_device(z)
-    with recorded_calls() as calls:
-        got, problems = paced(run_guarded)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, z_device)
-    fail(changed_inputs({"z": z_device}, {"z": z}), "Exercise 5.4")
+    with recorded_launches() as launches:
+        run = paced(run_checked)(lambda out, zz: payoffs(zz, out, *args), (2, n), np.float32, z_device, input_names=("z",))
+    fail(run.changed, "Exercise 5.4")
+    got, problems = run.got, run.problems
     found = array_problems(got, want, what="out", rtol=2e-5, atol=2e-6, coverage_hint="Give every path i a thread (or a grid-stride loop).")
     if found and not np.isnan(got).any():
         r, sigma, T = option.r, option.sigma, option.T
@@ -463,11 +471,10 @@ def check_payoffs(payoffs: Callable[..., object]) -> None:
                 break
     problems += found
     fail(problems, "Exercise 5.4")
-    fail(float64_argument_problems(calls), "Exercise 5.4")
+    fail(float64_argument_problems(launches), "Exercise 5.4")
     small = 100
     arguments = [("traced", "out", np.zeros((2, small), np.float32)), ("traced", "z", z[:small].copy())]
     trace, note = trace_of(lambda out, zz: payoffs(zz, out, *args), arguments, shared=False)
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     fail(float64_problems(trace), "Exercise 5.4")
     exact_call, exact_put = black_scholes(option)
     mean = got.astype(np.float64).mean(axis=1)
@@ -549,12 +556,11 @@ def check_kahan(kahan_sum: Callable[[np.ndarray], object]) -> None:
     cases = _kahan_cases()
     results = []
     for label, x in cases:
-        given = x.copy()
         try:
-            got = kahan_sum(given)
+            got, changed = call_keeping_inputs(kahan_sum, x.copy(), names=["x"])
         except Exception as exc:  # any exception is a wrong answer, reported in words
             fail([f"{label}: kahan_sum raised {type(exc).__name__}: {exc}"], "Exercise 5.5")
-        fail([f"{label}: {words}" for words in changed_inputs({"x": given}, {"x": x})], "Exercise 5.5")
+        fail([f"{label}: {words}" for words in changed], "Exercise 5.5")
         if not isinstance(got, (np.floating, float)) or np.asarray(got).dtype != np.float32:
             fail([f"{label}: return a float32 (np.float32(total)); got {type(got).__name__}."], "Exercise 5.5")
         results.append((label, x, got, np.float32(summation.kahan_sum(x, np.float32))))

@@ -22,10 +22,9 @@ from ..device import DeviceInfo, current_device
 from ..kernels import stencil
 from ..simulation import paced
 from ..sizes import problem_size
-from . import CheckFailed, array_problems, fail, passed, run_guarded
-from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
+from . import CheckFailed, array_problems, fail, passed
 from .evidence import coalescing_problems, float64_problems, hazard, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
-from .launches import recorded_launches
+from .launches import float64_argument_problems, recorded_launches
 from .remote import evidence
 from .runs import race_repeats, run_checked
 from .trace import is_shared
@@ -105,9 +104,10 @@ def _z_derivative_problems(deriv_z: Callable[..., object], shape: tuple[int, int
     spacing = 1.0 / shape[0]
     coefficients = stencil.coefficients_for(host, spacing)
     f = to_device(host)
-    with recorded_calls() as calls:
-        got, problems = paced(run_guarded)(lambda out, ff, c: deriv_z(ff, out, c), shape, np.float32, f, coefficients)
-    problems = changed_inputs({"f": f}, {"f": host}) + float64_argument_problems(calls) + problems
+    with recorded_launches() as launches:
+        run = paced(run_checked)(lambda out, ff, c: deriv_z(ff, out, c), shape, np.float32, f, coefficients, input_names=("f", "coefficients"))
+    got = run.got
+    problems = run.changed + float64_argument_problems(launches, given=(coefficients,)) + [p for p in run.problems if p not in run.changed]
     reference = fd.derivative_reference(host, "z", spacing)
     tolerance = 8 * np.finfo(np.float32).eps * fd.stencil_amplification(spacing)
     found = array_problems(got, reference.astype(np.float32), what=f"df (shape {shape})", rtol=0.0, atol=tolerance,
@@ -144,7 +144,6 @@ def check_z_derivative(deriv_z: Callable[..., object]) -> None:
     arguments = [("traced", "f", small_host), ("traced", "df", np.zeros(small, np.float32)),
                  ("value", "coefficients", stencil.coefficients_for(small_host, 1.0 / small[0]))]
     trace, note = trace_of(deriv_z, arguments)
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         problems += float64_problems(trace)
         problems += coalescing_problems(trace, "f", small, "Let x, the fastest thread index, walk the last (contiguous) axis of f[z, y, x].")
@@ -224,10 +223,11 @@ def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) 
     host = random_array(shape, np.float32, seed=64, low=0.0, high=1.0)
     want = fd.heat_step_reference(fd.heat_step_reference(host, d), d)
     u = to_device(host)
-    with recorded_launches() as launches, recorded_calls() as calls:
-        got, problems = paced(run_guarded)(lambda out, uu: heat_two_steps(uu, out, d), shape, np.float32, u)
-    fail(changed_inputs({"u": u}, {"u": host}), "Exercise 6.4")
-    fail(float64_argument_problems(calls), "Exercise 6.4")
+    with recorded_launches() as launches:
+        run = paced(run_checked)(lambda out, uu: heat_two_steps(uu, out, d), shape, np.float32, u, input_names=("u",))
+    fail(run.changed, "Exercise 6.4")
+    fail(float64_argument_problems(launches), "Exercise 6.4")
+    got, problems = run.got, run.problems
     if len(launches) > 1:
         fail([f"heat_two_steps launches {len(launches)} kernels ({', '.join(launch.name for launch in launches)}): the exercise asks "
               "for both steps in a single launch, so that u is read once. Let each thread compute the first step at its point's "
@@ -236,7 +236,6 @@ def check_two_heat_steps(heat_two_steps: Callable[..., object], d: float = 0.2) 
     trace, note = trace_of(lambda u, u_new: heat_two_steps(u, u_new, d),
                            [("traced", "u", random_array(small, np.float32, seed=65)), ("traced", "u_new", np.zeros(small, np.float32))],
                            shared=True)
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     found_hazard = hazard(trace, "Every slot of the tile the second step reads must be loaded or computed first.")
     if found_hazard:
         fail([found_hazard], "Exercise 6.4")
@@ -360,10 +359,10 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
         a = to_device(host)
         if number == 0:
             timed_host, timed_a = host, a
-        with recorded_calls() as calls:
+        with recorded_launches() as launches:
             run = run_checked(lambda out, inp: jacobi_sweep(inp, out), shape, np.float32, a, initial=initial,
-                              repeats=race_repeats() if number == 0 else 1)
-        fail(changed_inputs({"a": a}, {"a": host}) + float64_argument_problems(calls), "Exercise 6.6")
+                              repeats=race_repeats() if number == 0 else 1, input_names=("a",))
+        fail(run.changed + float64_argument_problems(launches), "Exercise 6.6")
         found = array_problems(run.got, want, what=f"a_new ({shape[0]} x {shape[1]})", rtol=0.0, atol=2e-6,  # a GPU fuses multiply-adds
                                coverage_hint="Every interior point needs a thread: cover x with the columns and y with the rows, "
                                              "rounding the blocks up.")
@@ -385,7 +384,6 @@ def check_jacobi_sweep(jacobi_sweep: Callable[..., object]) -> None:
     trace, note = trace_naming_races(jacobi_sweep, arguments, "Exercise 6.6",
                                      "Load the tile's halo too: one point on each side, corners included, (BY + 2) x (BX + 2) points "
                                      "per block, more than one per thread.")
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if problems and trace is not None and not any(is_shared(name) for name in trace.shapes):
         problems.append("the kernel uses no shared memory: stage the block's points and a one-point halo in a cuda.shared.array tile.")
     elif problems and tile_edges:

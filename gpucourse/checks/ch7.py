@@ -15,10 +15,11 @@ from .. import convolution as conv
 from ..arrays import random_array, to_device
 from ..simulation import paced
 from ..sizes import problem_size
-from . import CheckFailed, array_problems, fail, passed, run_guarded
-from .cases import changed_inputs, float64_argument_problems, plain_note, recorded_calls
+from . import CheckFailed, array_problems, fail, passed
 from .evidence import coalescing_problems, float64_problems, speed_note, speed_verdict, trace_of
 from .guard import CheckTimedOut, _host_message, deadline
+from .launches import float64_argument_problems, recorded_launches
+from .runs import run_checked
 from .speed import elements_beyond_l2
 
 # --- 7.1 --------------------------------------------------------------------------------------------
@@ -87,24 +88,11 @@ def check_next_fast_size(next_fast_size: Callable[[int], int]) -> None:
     passed(f"Exercise 7.1: next_fast_size is right for {len(FAST_SIZE_CASES)} sizes, from 1 to {FAST_SIZE_CASES[-1]}.")
 
 
-def _next_smooth(n: int, primes: tuple[int, ...]) -> int:
-    """The smallest m >= n whose only prime factors are `primes`."""
-    m = n
-    while True:
-        rest = m
-        for p in primes:
-            while rest % p == 0:
-                rest //= p
-        if rest == 1:
-            return m
-        m += 1
-
-
 def _fewer_factors(answers: dict[int, int]) -> list[str]:
     """Words for answers that are the next size over fewer primes than 2, 3, 5 and 7 (empty if none fits every case)."""
     for count in (3, 2):  # a single prime, 2, is the power of two that the per-size words name better
         for primes in itertools.combinations((2, 3, 5, 7), count):
-            if all(_next_smooth(n, primes) == m for n, m in answers.items()):
+            if all(fft.next_fast_size(n, primes) == m for n, m in answers.items()):
                 missing = sorted(set((2, 3, 5, 7)) - set(primes))
                 return [f"your sizes have only the prime factors {', '.join(map(str, primes))}: {', '.join(map(str, missing))} "
                         f"{'are' if len(missing) > 1 else 'is'} missing. cuFFT is fast for every 2^a 3^b 5^c 7^d (next_fast_size(97) "
@@ -177,10 +165,11 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
         host = random_array((rows, columns), np.complex64, seed=n)
         want = _derivative_reference(host, n, length)
         spectrum = to_device(host)
-        with recorded_calls() as calls:
-            got, found = paced(run_guarded)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns),
-                                            np.complex64, spectrum)
-        found = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + found + float64_argument_problems(calls)
+        with recorded_launches() as launches:
+            run = paced(run_checked)(lambda out, s, n=n, length=length: derivative_spectrum(s, out, n, length), (rows, columns),
+                                     np.complex64, spectrum, input_names=("spectrum",))
+        got = run.got
+        found = run.problems + float64_argument_problems(launches)
         where = f"n = {n} ({'even' if n % 2 == 0 else 'odd'}, {columns} columns), length = {length:.4g}"
         wrong = array_problems(got, want, what=f"out ({where})", rtol=1e-5, atol=1e-6 * float(np.abs(want).max()),
                                coverage_hint="Every (row, column) of the half spectrum, n // 2 + 1 columns, needs a thread.")
@@ -195,7 +184,6 @@ def check_derivative_spectrum(derivative_spectrum: Callable[..., object]) -> Non
     arguments = [("traced", "spectrum", random_array(small, np.complex64, seed=72)), ("traced", "out", np.zeros(small, np.complex64)),
                  ("value", "n", 66), ("value", "length", 3.0)]
     trace, note = trace_of(lambda spectrum, out, n, length: derivative_spectrum(spectrum, out, n, length), arguments)
-    note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         advice = "Let x, the fastest thread index, walk the columns: i, r = cuda.grid(2), with the grid's x covering the columns."
         problems += (float64_problems(trace) + coalescing_problems(trace, "spectrum", small, advice, itemsize=8)
@@ -303,7 +291,6 @@ def check_poisson_divide(poisson_divide: Callable[..., object]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         trace, note = trace_of(lambda spectrum, out, nx, lengths: poisson_divide(spectrum, out, nx, lengths), arguments)
-        note = plain_note(note)  # a failed replay's traceback, cut to its error
     if trace is not None:
         advice = "Let x, the fastest thread index, walk the columns: i, j = cuda.grid(2), with the grid's x covering the columns."
         problems += (float64_problems(trace) + coalescing_problems(trace, "spectrum", small, advice, itemsize=8)
@@ -322,9 +309,11 @@ def _poisson_problems(poisson_divide: Callable[..., object], ny: int, nx: int, l
     spectrum = to_device(host)
     with warnings.catch_warnings():  # a division by zero (the simulator warns, from its threads) is reported below, in words
         warnings.simplefilter("ignore", RuntimeWarning)
-        with recorded_calls() as calls:
-            got, problems = paced(run_guarded)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64, spectrum)
-    changed = changed_inputs({"spectrum": spectrum}, {"spectrum": host}) + float64_argument_problems(calls)
+        with recorded_launches() as launches:
+            run = paced(run_checked)(lambda out, s: poisson_divide(s, out, nx, lengths), (ny, columns), np.complex64, spectrum,
+                                     input_names=("spectrum",))
+    got, problems = run.got, run.problems
+    changed = run.changed + float64_argument_problems(launches)
     if changed:  # the cause: values read after the input was overwritten are wrong as a consequence
         return [f"{ny} x {nx} mesh: {changed[0]}"]
     tolerance = 1e-7 * float(np.abs(want).max())

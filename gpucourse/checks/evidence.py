@@ -42,10 +42,22 @@ def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shar
     except NotImplementedError:
         raise
     except ReplayError as exc:
-        return None, f" (its memory accesses could not be traced: {exc})"
+        return None, f" (its memory accesses could not be traced: {_last_line(str(exc))})"
     except Exception as exc:  # noqa: BLE001 - the run on small data failed: the values already tell what is wrong
         text = re.sub(r"tid=\[[^\]]*\] ctaid=\[[^\]]*\]:\s*", "", str(exc))  # the simulator's thread words
         return None, f" (its memory accesses could not be traced: {type(exc).__name__}: {text[:200]})"
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _last_line(text: str) -> str:
+    """A failed replay's words with its Python traceback cut to the last line, the error itself."""
+    if _TRACEBACK not in text:
+        return text
+    head, _, tail = text.partition(_TRACEBACK)
+    lines = [line.strip() for line in tail.strip().splitlines() if line.strip()]
+    return f"{head}{lines[-1] if lines else 'an error in the replay'}"
 
 
 def hazard(trace: Trace | None, unwritten_hint: str = "") -> str | None:

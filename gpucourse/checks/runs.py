@@ -51,12 +51,13 @@ def race_repeats() -> int:
 
 @dataclass
 class Run:
-    """What `run_checked` saw: the output (interior), the problems in words, the launches and the guard used."""
+    """What `run_checked` saw: the output (interior), the problems in words, the launches, the guard used, the inputs changed."""
 
     got: np.ndarray
     problems: list[str]
     launches: list[RecordedLaunch] = field(default_factory=list)
     guard: int = 0
+    changed: list[str] = field(default_factory=list)  # the words for inputs changed in place (then also the only problems)
 
     @property
     def kernels(self) -> list[object]:
@@ -351,7 +352,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
                 item.name = names[item.position]
             changed = input_changes(kept, _who(launch))
             if changed:
-                return Run(host[interior], changed, launches, guard)
+                return Run(host[interior], changed, launches, guard, changed)
         frame = np.ones(padded_shape, dtype=bool)
         frame[interior] = False
         touched = frame & (host != guard_value(dtype))

@@ -164,25 +164,17 @@ def _to_device_like(target, rows: np.ndarray):
 def main(argv=None) -> int:
     """Run the split iteration on every rank; rank 0 prints the result line."""
     args = _parse(argv)
-    import gpucourse  # noqa: F401  (picks the mode, from GPUCOURSE_MODE set by the launcher)
-
-    from ..mpi import ranks
-
-    chosen = ranks.choose_device_before_init()
-    from mpi4py import MPI
-
     from ... import mode
     from ...errors import DecompositionError
-    from ..mpi import report, world_is_as_expected
+    from ..mpi import report
     from ..mpi.exchange import nccl_status
+    from ..mpi.support import start_ranks, timed_on_all_ranks
     from .scaling import digest, sample_mesh
 
-    comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    if not world_is_as_expected(size, args.expect_ranks):
+    world = start_ranks(args.expect_ranks)
+    if world is None:
         return 2
-    placement = ranks.place(comm, chosen)
-    placements = comm.allgather(placement.as_dict())
+    comm, rank, size, placement, placements = world.comm, world.rank, world.size, world.placement, world.placements
     result = {"program": "domains.ranks", "ranks": size, "shape": list(args.shape), "halo": args.halo, "every": args.every,
               "sweeps": args.sweeps, "exchange": args.exchange, "mode": mode.MODE, "placements": placements}
     exchange = args.exchange
@@ -210,14 +202,7 @@ def main(argv=None) -> int:
         if rank == 0:
             result["digest"] = digest(mesh)
         result["residuals"] = worker.residuals()
-    samples = []
-    for _ in range(max(1, args.repeat)):
-        worker.wait_for_device()
-        comm.Barrier()
-        start = MPI.Wtime()
-        worker.run(args.sweeps)
-        worker.wait_for_device()
-        samples.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    samples = timed_on_all_ranks(comm, lambda: worker.run(args.sweeps), worker.wait_for_device, args.repeat)
     ms = 1e3 * statistics.median(samples) / max(1, args.sweeps)
     if rank == 0:
         result.update(ms_per_sweep=ms, samples_ms=[1e3 * s for s in samples])

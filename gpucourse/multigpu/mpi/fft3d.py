@@ -148,24 +148,18 @@ def _cufftmp(comm, shape, repeat: int) -> dict:
         return {"skipped": why}
     import cupy
     import nvmath.distributed
-    from mpi4py import MPI
     from nvmath.distributed.fft import FFT  # the distributed FFT (cuFFTMp with NVSHMEM)
+
+    from .support import timed_on_all_ranks
 
     nvmath.distributed.initialize(cupy.cuda.runtime.getDevice(), comm, backends=["nvshmem"])
     rows = shape[0] // comm.Get_size()
     x = nvmath.distributed.allocate_symmetric_memory((rows, *shape[1:]), cupy, dtype=cupy.complex64)
     x[...] = cupy.random.default_rng(comm.Get_rank()).random(x.shape, dtype=np.float32)
-    samples = []
     with FFT(x, distribution=nvmath.distributed.distribution.Slab.X) as fft:
         fft.plan()
         fft.execute()
-        for _ in range(repeat):
-            cupy.cuda.runtime.deviceSynchronize()
-            comm.Barrier()
-            start = MPI.Wtime()
-            fft.execute()
-            cupy.cuda.runtime.deviceSynchronize()
-            samples.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+        samples = timed_on_all_ranks(comm, fft.execute, cupy.cuda.runtime.deviceSynchronize, repeat)
     nvmath.distributed.free_symmetric_memory(x)
     return {"ms": 1e3 * statistics.median(samples), "samples_ms": [1e3 * s for s in samples], "version": why}
 
@@ -173,24 +167,16 @@ def _cufftmp(comm, shape, repeat: int) -> dict:
 def main(argv=None) -> int:
     """Run the transform on every rank; rank 0 prints the result line."""
     args = _parse(argv)
-    import gpucourse  # noqa: F401  (picks the mode, from GPUCOURSE_MODE set by the launcher)
-
-    from . import ranks
-
-    chosen = ranks.choose_device_before_init()
-    from mpi4py import MPI
-
     from ... import mode, sizes
     from ...errors import DecompositionError
-    from . import report, world_is_as_expected
+    from . import report
+    from .support import start_ranks, timed_on_all_ranks
     from .transpose import _unavailable
 
-    comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    if not world_is_as_expected(size, args.expect_ranks):
+    world = start_ranks(args.expect_ranks)
+    if world is None:
         return 2
-    placement = ranks.place(comm, chosen)
-    placements = comm.allgather(placement.as_dict())
+    comm, rank, size, placements = world.comm, world.rank, world.size, world.placements
     shape = tuple(args.shape) if args.shape else (int(sizes.problem_size("ch4_fft3d")),) * 3
     result = {"program": "fft3d", "ranks": size, "shape": list(shape), "real": args.real, "order": args.order, "mode": mode.MODE,
               "placements": placements, "repeat": args.repeat}
@@ -249,14 +235,7 @@ def main(argv=None) -> int:
             from ..fft import relative_error
 
             error = relative_error(np.concatenate(parts, axis=1), reference)
-    samples = []
-    for _ in range(max(1, args.repeat)):
-        wait()
-        comm.Barrier()
-        start = MPI.Wtime()
-        run()
-        wait()
-        samples.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    samples = timed_on_all_ranks(comm, run, wait, args.repeat)
     if rank == 0:
         ms = 1e3 * statistics.median(samples)
         result.update(rel_error=error, ms=ms, samples_ms=[1e3 * s for s in samples], exchange="nccl" if not simulated else "mpi (host)")

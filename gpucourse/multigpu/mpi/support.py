@@ -109,3 +109,52 @@ def check_buffers(*buffers, cuda_aware: bool | None, call: str = "MPI") -> None:
                 "device address as host memory and crash. Copy the data to a (pinned) host buffer first and send that "
                 "(the host-staged transpose), or move device data with NCCL."
             )
+
+
+# ---------------------------------------------------------------------------------------------
+# What every rank program's main does: start MPI on its device, time a step on all ranks
+
+
+@dataclass(frozen=True)
+class World:
+    """One rank's MPI world: the communicator, this rank, the number of ranks, its placement and every rank's (rank 0 first)."""
+
+    comm: object
+    rank: int
+    size: int
+    placement: object
+    placements: list
+
+
+def start_ranks(expect_ranks: int | None) -> World | None:
+    """Make this rank's device current, then start MPI and place the rank; None when MPI started another number of ranks
+    than `expect_ranks` (said on stderr: the launcher of another MPI), where the program exits with status 2."""
+    import gpucourse  # noqa: F401  (picks the mode, from GPUCOURSE_MODE set by the launcher)
+
+    from . import ranks, world_is_as_expected
+
+    chosen = ranks.choose_device_before_init()  # before MPI_Init: a CUDA-aware MPI sets up on the current device
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if not world_is_as_expected(size, expect_ranks):
+        return None
+    placement = ranks.place(comm, chosen)
+    return World(comm, rank, size, placement, comm.allgather(placement.as_dict()))
+
+
+def timed_on_all_ranks(comm, run, wait, repeat: int) -> list[float]:
+    """Seconds of `run()` on the slowest rank, `repeat` times (at least once): each from a barrier, the device idle, until the
+    device is idle again (`wait()`)."""
+    from mpi4py import MPI
+
+    samples = []
+    for _ in range(max(1, repeat)):
+        wait()
+        comm.Barrier()
+        start = MPI.Wtime()
+        run()
+        wait()
+        samples.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    return samples

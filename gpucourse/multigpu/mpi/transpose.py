@@ -210,25 +210,18 @@ def _unavailable(method: str, awareness, placements: list[dict]) -> str | None:
 def main(argv=None) -> int:
     """Run the transpose on every rank; rank 0 prints the result line. Exit status 0 also when a method is skipped."""
     args = _parse(argv)
-    import gpucourse  # noqa: F401  (picks the mode, from GPUCOURSE_MODE set by the launcher)
-
-    from . import ranks
-
-    chosen = ranks.choose_device_before_init()  # before MPI_Init: a CUDA-aware MPI sets up on the current device
-    from mpi4py import MPI
-
     from ... import mode, sizes
     from ...errors import DecompositionError
     from ...report import rate
     from ...timing import effective_bandwidth_gbs
-    from . import report, support, world_is_as_expected
+    from . import ranks, report, support
 
-    comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    if not world_is_as_expected(size, args.expect_ranks):
+    world = support.start_ranks(args.expect_ranks)
+    if world is None:
         return 2
-    placement = ranks.place(comm, chosen)
-    placements = comm.allgather(placement.as_dict())
+    from mpi4py import MPI
+
+    comm, rank, size, placements = world.comm, world.rank, world.size, world.placements
     awareness = support.cuda_awareness()
     tile = tuple(args.tile) if args.tile else tuple(sizes.problem_size("ch4_tile"))
     result = {"program": "transpose", "method": args.method, "ranks": size, "shape": list(args.shape), "mode": mode.MODE,
@@ -256,14 +249,7 @@ def main(argv=None) -> int:
         return 3
     worker.run()  # the first run, on poisoned output, is the one checked
     wrong = comm.allreduce(worker.mismatches(), op=MPI.SUM)
-    samples = []
-    for _ in range(max(1, args.repeat)):
-        worker.wait_for_device()
-        comm.Barrier()
-        start = MPI.Wtime()
-        worker.run()
-        worker.wait_for_device()
-        samples.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    samples = support.timed_on_all_ranks(comm, worker.run, worker.wait_for_device, args.repeat)
     ms = 1e3 * statistics.median(samples)
     nbytes = 2 * args.shape[0] * args.shape[1] * 4
     if rank == 0:
