@@ -41,6 +41,7 @@ def _as_floats(values, what: str, length: int) -> np.ndarray:
 
 
 @evidence  # under autograde: read where the answer runs, replayed by the grader (remote.py)
+@evidence
 def _written_weights(function: Callable) -> bool:
     """Whether a function's code holds the sixth-order weights themselves (3/4, 3/20, 1/60, as numbers or strings) instead of solving."""
     def constants(code: types.CodeType) -> Iterator[object]:

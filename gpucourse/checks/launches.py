@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import mode
-from .remote import remote_facts
+from .remote import evidence, remote_facts
 
 
 @dataclass(frozen=True)
@@ -227,6 +227,7 @@ def dynamic_shared_itemsizes(kernel) -> list[int]:
     return sizes
 
 
+@evidence
 def dynamic_shared_problems(launches: Sequence[RecordedLaunch]) -> list[str]:
     """Dynamic shared memory asked for in elements, not bytes: one byte per thread of the block for an array of wider items."""
     for launch in launches:
@@ -339,6 +340,7 @@ def _written_outside_package(code) -> bool:
     return not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
 
 
+@evidence
 def written_by_answer(kernel) -> bool:
     """Whether a kernel's work is the answer's: its Python function, or a device function it closes over (a check that wraps
     an answer's device function in a kernel of its own), was written outside the course's package (a notebook cell,
@@ -397,6 +399,7 @@ def _parameter_names(kernel) -> list[str]:
     return list(code.co_varnames[:code.co_argcount]) if code is not None else []
 
 
+@evidence
 def float64_argument_problems(launches: Sequence[RecordedLaunch], given: Sequence[object] = ()) -> list[str]:
     """Words for a float64 (or complex128) argument of an answer's kernel launch: Numba compiles that parameter, and the
     arithmetic with it, in float64. Values in `given` (objects the check itself handed over) are the exercise's, not counted."""
@@ -469,6 +472,7 @@ def _strings(node: ast.AST, names: dict) -> Iterator[str]:
             yield names[part.id]
 
 
+@evidence
 def maker_float64_problems(*makers) -> list[str]:
     """Words for float64 in the kernels these functions make, read from their source (the same in both modes): a float64
     type in a numba.vectorize / guvectorize / cuda.jit signature, double arithmetic in a CuPy kernel's C source."""
