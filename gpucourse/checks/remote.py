@@ -140,7 +140,7 @@ def evidence(function: Callable) -> Callable:
     return recorded_or_replayed
 
 
-def announce_launch(kernel: object, blocks: tuple[int, int, int], threads: tuple[int, int, int]) -> bool:
+def announce_launch(kernel: object, blocks: tuple[int, int, int], threads: tuple[int, int, int], shared_bytes: int = 0) -> bool:
     """Hand a replayed launch to the launch recorders open now, as a real launch would reach them; True if one skips it (dry).
 
     The recorder opened last sees a launch first; a dry one records it and stops it (`gpucourse.checks.launches`).
@@ -148,7 +148,7 @@ def announce_launch(kernel: object, blocks: tuple[int, int, int], threads: tuple
     from . import launches
 
     for recorder, dry in reversed(launches.open_recorders(with_dry=True)):
-        recorder.append(launches.RecordedLaunch(kernel, blocks, threads))
+        recorder.append(launches.RecordedLaunch(kernel, blocks, threads, shared_bytes=shared_bytes))
         if dry:
             return True
     return False
@@ -308,6 +308,23 @@ class _CallLog:
         return value
 
 
+#: Containers of the check's handed to the answer: a change the answer made to one (emptied, sorted) is replayed in the grader.
+_CONTAINERS = (list, dict, set)
+
+
+def _change_containers(changed: list, by_place: dict, store: Store) -> None:
+    """Make the check's lists, dicts and sets hold what the answer left in them in the notebook's run (it emptied or sorted one)."""
+    for place, data in changed:
+        target, value = by_place.get(place), decode(data, store)
+        if not isinstance(target, _CONTAINERS) or not isinstance(value, (list, tuple, dict, set, frozenset)):
+            raise ReplayMismatch(f"the transcript changes an argument ({place}) that is not a list, dict or set here")
+        if isinstance(target, list):
+            target[:] = list(value)
+        else:
+            target.clear()
+            target.update(value)
+
+
 def _numpy_root(array: np.ndarray) -> np.ndarray:
     base = array
     while isinstance(base.base, np.ndarray):
@@ -365,7 +382,8 @@ class Recording:
         places = _places(args, kwargs)
         key = _call_key(op, path, config, places)
         before = {k: array_digest(read()) for k, (_, read, _) in buffers(places).items()}
-        entry: dict = {"path": path, "op": op, "key": key, "config": config, "writes": [], "launches": []}
+        containers = {place: digest(value) for place, value in places if isinstance(value, _CONTAINERS)}
+        entry: dict = {"path": path, "op": op, "key": key, "config": config, "writes": [], "launches": [], "changed": []}
         log = _CallLog(self, places)
         self.depth += 1
         try:
@@ -378,13 +396,16 @@ class Recording:
                     entry["raised"] = exception_data(error)
                     raise
                 finally:
-                    entry["launches"] = [[self.kernel_id(x.kernel), list(x.blocks), list(x.threads)] for x in launched]
+                    entry["launches"] = [[self.kernel_id(x.kernel), list(x.blocks), list(x.threads), int(x.shared_bytes)] for x in launched]
                     entry["watched"] = log.handles
                     entry["events"] = log.events
                     for k, (place, read, _) in buffers(places).items():
                         host = read()
                         if array_digest(host) != before.get(k):
                             entry["writes"].append([place, self.store.put(host)])
+                    for place, value in places:
+                        if place in containers and digest(value) != containers[place]:
+                            entry["changed"].append([place, encode(value, self.store)])
             entry["result"] = self.result(result, f"{path}.r{len(self.entries)}")
             return result
         finally:
@@ -604,7 +625,7 @@ class Replaying:
         places = _places(args, kwargs)
         if op == "launch":
             facts = self.answer_facts(path) or {"name": path}
-            if announce_launch(RemoteKernel(facts), tuple(config[0]), tuple(config[1])):
+            if announce_launch(RemoteKernel(facts), tuple(config[0]), tuple(config[1]), int(config[2])):
                 return None  # a dry recorder skipped the launch, as it did in the notebook's run
         key = _call_key(op, path, config, places)
         found = next((i for i, e in enumerate(self.data["entries"]) if i not in self.used and e["key"] == key and e["path"] == path), None)
@@ -614,14 +635,15 @@ class Replaying:
         self.used.add(found)
         entry = self.data["entries"][found]
         if op == "call":
-            for kernel_key, blocks, threads in entry.get("launches", []):
-                announce_launch(self.kernels.get(kernel_key) or RemoteKernel({}), tuple(blocks), tuple(threads))
+            for kernel_key, blocks, threads, *shared in entry.get("launches", []):
+                announce_launch(self.kernels.get(kernel_key) or RemoteKernel({}), tuple(blocks), tuple(threads), int(shared[0]) if shared else 0)
         self._repeat_uses(entry, places)
         writers = {place: write for _, (place, _, write) in buffers(places).items()}
         for place, name in entry.get("writes", []):
             if place not in writers:
                 raise ReplayMismatch(f"the transcript writes an argument ({place}) the call does not have")
             writers[place](self.store.get(name))
+        _change_containers(entry.get("changed", []), dict(places), self.store)
         if "raised" in entry:
             raise rebuilt_exception(entry["raised"])
         result = entry.get("result")
