@@ -28,6 +28,7 @@ from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .properties import changed_input_problems, edge_sizes, no_kernel_problem, sizes_from, smallest_failure
+from .remote import evidence
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2, gpu_only_note, record
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
@@ -439,6 +440,7 @@ def _max_reference():
     return cupy.ReductionKernel("float32 d", "float32 m", "d", "max(a, b)", "m = a", "0", "gpucourse_largest")
 
 
+@evidence
 def _element_problems(element: Callable[..., object], x: np.ndarray, y: np.ndarray) -> list[str]:
     """The element function, called as a device function of a kernel and as Numba types it: values and float32 throughout."""
     want = rel_diff_reference(x, y)
@@ -631,32 +633,43 @@ def check_ufunc_kernels(rel_diff_element: Callable[..., object], make_rel_diff_u
     y = np.concatenate([random_array(small, np.float32, seed=372, low=-4, high=4), EDGE_PAIRS[:, 1]])
     problems = _element_problems(rel_diff_element, x, y)
     fail(problems, "Exercise 3.7.1")
+    made = _made_kernels_verdict(make_rel_diff_ufunc, make_rel_diff_elementwise, make_largest_reduction)
+    fail(made["declared"], "Exercise 3.7.1")
+    if mode.is_simulator():
+        also = f", and {' and '.join(made['seen'])} declare float32 only" if made["seen"] else ""
+        passed(f"Exercise 3.7.1: rel_diff_element gives |x - y| / (|x| + |y| + 1) in float32, called from a simulated kernel{also}.")
+        gpu_only_note("Exercise 3.7.1", "your ufunc, ElementwiseKernel and ReductionKernel (their values, dtypes and speed)", "are",
+                      "numba.vectorize(target='cuda') and CuPy do not run in the simulator")
+        return
+    fail(made["problems"], "Exercise 3.7.1")
+    passed(f"Exercise 3.7.1: the element function, the CUDA ufunc, the ElementwiseKernel and the ReductionKernel are right and "
+           f"float32 on {made['n']} elements{made['speed']}.")
+
+
+@evidence
+def _made_kernels_verdict(*makers: Callable[[], object]) -> dict:
+    """The three makers of 3.7.1 run where the answer runs: what they declared (`declared`: float64 in words; `seen`: what was
+    declared float32), and on a GPU the first maker that raised or the kernels' values, dtypes and speed (`problems`, `speed`, `n`)."""
     made: dict[str, object] = {}
     with _recorded_makers() as (signatures, declared):
-        for name, maker in (("make_rel_diff_ufunc", make_rel_diff_ufunc), ("make_rel_diff_elementwise", make_rel_diff_elementwise),
-                            ("make_largest_reduction", make_largest_reduction)):
+        for name, maker in zip(("make_rel_diff_ufunc", "make_rel_diff_elementwise", "make_largest_reduction"), makers):
             try:
                 made[name] = maker()
             except NotImplementedError:
                 raise  # a stub: its hint is the message
             except Exception as exc:  # noqa: BLE001 - reported below on a GPU; in the simulator what was declared is judged
                 made[name] = exc
-    fail(_declared_problems(signatures, declared), "Exercise 3.7.1")
-    if mode.is_simulator():
-        seen = [what for what, found in (("your ufunc's signature", signatures), ("your CuPy kernels' types and C code", declared))
-                if found]
-        also = f", and {' and '.join(seen)} declare float32 only" if seen else ""
-        passed(f"Exercise 3.7.1: rel_diff_element gives |x - y| / (|x| + |y| + 1) in float32, called from a simulated kernel{also}.")
-        gpu_only_note("Exercise 3.7.1", "your ufunc, ElementwiseKernel and ReductionKernel (their values, dtypes and speed)", "are",
-                      "numba.vectorize(target='cuda') and CuPy do not run in the simulator")
-        return
+    seen = [what for what, found in (("your ufunc's signature", signatures), ("your CuPy kernels' types and C code", declared)) if found]
+    verdict = {"declared": _declared_problems(signatures, declared), "seen": seen, "problems": [], "speed": "", "n": 0}
+    if verdict["declared"] or mode.is_simulator():
+        return verdict
     failed = next(((name, value) for name, value in made.items() if isinstance(value, Exception)), None)
     if failed:
-        fail([f"{failed[0]}() raised {type(failed[1]).__name__}: {failed[1]}"], "Exercise 3.7.1")
+        verdict["problems"] = [f"{failed[0]}() raised {type(failed[1]).__name__}: {failed[1]}"]
+        return verdict
     n = elements_beyond_l2(4)
     x_big = random_array(n, np.float32, seed=373, low=-4, high=4)
     y_big = random_array(n, np.float32, seed=374, low=-4, high=4)
-    problems, speed = _gpu_kernel_problems(made, x_big, y_big)
-    fail(problems, "Exercise 3.7.1")
-    passed(f"Exercise 3.7.1: the element function, the CUDA ufunc, the ElementwiseKernel and the ReductionKernel are right and "
-           f"float32 on {n} elements{speed}.")
+    verdict["problems"], verdict["speed"] = _gpu_kernel_problems(made, x_big, y_big)
+    verdict["n"] = n
+    return verdict

@@ -68,7 +68,6 @@ SEED_ENV = "GPUCOURSE_GRADING_SEED"
 #: Checks still judged in the notebook's own process under autograde, and why: what their answers do the grader cannot replay.
 JUDGED_IN_NOTEBOOK = {
     "ch3_memory.check_overlapped": "the answer drives CUDA streams and copies that the check watches inside Numba itself",
-    "ch3_memory.check_ufunc_kernels": "the check compiles the answer's device function into kernels of its own",
 }
 
 
