@@ -7,6 +7,9 @@ does, the replay in a fresh process. Tampering here is undone before the replay,
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -140,3 +143,26 @@ def test_the_grader_process_that_fails_or_hangs_fails_every_check_with_the_reaso
     graded, _ = grader.preprocess(notebook, resources)  # a real grader process: no transcript, so no answer to judge
     error = graded.cells[0].outputs[-1]
     assert error.output_type == "error" and "never ran in your notebook's run" in error.evalue
+
+
+#: A few check tests, graded apart too by the replaying plugin in CI: runs checked (ch1), generated cases and counted work
+#: (ch1's properties), a ufunc's and CuPy kernels' declarations (3.7.1), an answer that empties or sorts the list it was given
+#: (ch4), dynamic shared memory, a trace and racecheck (5.2), fresh spectra in complex64 (ch7).
+GRADED_APART = ["tests/test_checks_ch3_memory.py::test_ufunc_kernel_float64_declarations_are_named_in_both_modes",
+                "tests/test_checks_ch5.py::test_block_sums",
+                "tests/test_checks_ch1_properties.py::test_add_arrays_wrong_answers_are_named",
+                "tests/test_checks_ch1_properties.py::test_fill_grid_stride_wrong_answers_are_named",
+                "tests/test_checks_ch4_fresh.py::test_fresh_wrong_device_assignments_are_named",
+                "tests/test_checks_ch7_fresh.py::test_fresh_right_poisson_divisions_pass"]
+
+
+def test_check_tests_give_the_same_verdicts_graded_apart():
+    """A check that reads the answer's code outside an @remote.evidence helper, or draws unseeded cases, fails here."""
+    from conftest import ROOT
+
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "-p", "gpucourse.checks.replaying", *GRADED_APART], cwd=ROOT, env=environment, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout.splitlines()[-1] and "failed" not in done.stdout.splitlines()[-1]
