@@ -374,14 +374,11 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
     kernel and copy out all on p.streams[k], none on the default stream; no wait between chunks; on a GPU, at least
     OVERLAP_SPEEDUP times faster than the sequential version.
     """
-    from ..kernels import transfers
-
     n, streams = problem_size("ch3_exercise_async")
-    problems, p = _overlap_problems(overlapped, n, streams)
-    fail(problems, "Exercise 3.4")
+    fail(_overlap_case_problems(overlapped, n, streams), "Exercise 3.4")
 
     def case_problem(chunks: int) -> str | None:
-        found, _ = _overlap_problems(overlapped, 240, chunks)
+        found = _overlap_case_problems(overlapped, 240, chunks)
         return f"{found[0]} (the smallest failing case found: a pipeline of {chunks} chunk(s))" if found else None
 
     found = smallest_failure(case_problem, OVERLAP_CASES, max_examples=3, shrink_calls=3)
@@ -392,15 +389,32 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
                f"{streams} chunks on its own stream and no wait in between.")
         speed_note("Exercise 3.4", "overlapped (whether its copies and kernels really overlap)")
         return
-    sequential = benchmark(lambda: transfers.run_sequential(p), repeat=5)
-    mine = benchmark(lambda: overlapped(p), repeat=5)
-    speedup = sequential.median_ms / mine.median_ms
+    sequential_ms, mine_ms = _overlap_times(overlapped, n, streams)
+    speedup = sequential_ms / mine_ms
     if not record("Exercise 3.4", speedup, OVERLAP_SPEEDUP):
-        fail([f"overlapped takes {mine.median_ms:.3f} ms against {sequential.median_ms:.3f} ms for the sequential version "
+        fail([f"overlapped takes {mine_ms:.3f} ms against {sequential_ms:.3f} ms for the sequential version "
               f"({speedup:.2f}x): the copies and kernels do not overlap. Put each chunk on its own stream (p.streams[k]), "
               "pass stream= to every copy and launch, and do not synchronize inside the function."], "Exercise 3.4")
     passed(f"Exercise 3.4: overlapped is right, bit for bit, each chunk on its own stream, and {speedup:.2f}x faster than the "
-           f"sequential version ({mine.median_ms:.3f} ms against {sequential.median_ms:.3f} ms).")
+           f"sequential version ({mine_ms:.3f} ms against {sequential_ms:.3f} ms).")
+
+
+@evidence
+def _overlap_case_problems(overlapped: Callable[..., object], n: int, streams: int) -> list[str]:
+    """3.4's problems on one pipeline of n elements in `streams` chunks, found where the answer runs (its streams and copies are
+    watched inside Numba, which a replay cannot repeat)."""
+    return _overlap_problems(overlapped, n, streams)[0]
+
+
+@evidence
+def _overlap_times(overlapped: Callable[..., object], n: int, streams: int) -> tuple[float, float]:
+    """The median times (ms) of the sequential version and of `overlapped` on a pipeline of n elements in `streams` chunks."""
+    from ..kernels import transfers
+
+    p = transfers.make_pipeline(n, streams, problem_size("ch3_threads_per_block"))
+    sequential = benchmark(lambda: transfers.run_sequential(p), repeat=5)
+    mine = benchmark(lambda: overlapped(p), repeat=5)
+    return sequential.median_ms, mine.median_ms
 
 
 # ---------------------------------------------------------------------------------------------
