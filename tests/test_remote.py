@@ -145,9 +145,9 @@ def test_the_grader_process_that_fails_or_hangs_fails_every_check_with_the_reaso
     assert error.output_type == "error" and "never ran in your notebook's run" in error.evalue
 
 
-#: A few check tests, graded apart too by the replaying plugin in CI: runs checked (ch1), generated cases and counted work
-#: (ch1's properties), streams watched inside Numba (3.4), a ufunc's and CuPy kernels' declarations (3.7.1), an answer that empties or sorts the list it was given
-#: (ch4), dynamic shared memory, a trace and racecheck (5.2), fresh spectra in complex64 (ch7).
+#: A few check tests, graded apart too by the replaying plugin in CI: runs checked (ch1), generated cases and counted
+#: work (ch1's properties), streams watched inside Numba (3.4), a ufunc's and CuPy kernels' declarations (3.7.1), an answer
+#: that empties or sorts the list it was given (ch4), dynamic shared memory, a trace and racecheck (5.2), fresh spectra (ch7).
 GRADED_APART = ["tests/test_checks_ch3_answers.py::test_overlapped_right_another_way",
                 "tests/test_checks_ch3_memory.py::test_ufunc_kernel_float64_declarations_are_named_in_both_modes",
                 "tests/test_checks_ch5.py::test_block_sums",
