@@ -167,3 +167,19 @@ def test_check_tests_give_the_same_verdicts_graded_apart():
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1] and "failed" not in done.stdout.splitlines()[-1]
+
+
+def test_generated_cases_and_fresh_seeds_are_the_same_in_a_fresh_process():
+    """The grader's process draws the worker's cases: Hypothesis's search (derandomized) and a check module's fresh seed."""
+    from conftest import run_python
+
+    code = ("from gpucourse.checks import ch1, ch4, properties, remote\n"
+            "seen = []\n"
+            "properties.smallest_failure(lambda case: seen.append(case) or ('bad' if case[0] % 7 == 3 else None), ch1.FILL_CASES, "
+            "max_examples=5, shrink_calls=10)\n"
+            "with remote._seeded('s:ch4.check_assign_devices'):\n"
+            "    drawn = ch4._host_lists()[-4:]\n"
+            "print(seen, drawn)\n")
+    runs = [run_python(code, GPUCOURSE_MODE="simulator") for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("(") >= 5
