@@ -27,6 +27,7 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
+from .launches import maker_float64_problems
 from .properties import changed_input_problems, edge_sizes, no_kernel_problem, sizes_from, smallest_failure
 from .remote import evidence
 from .runs import race_repeats, run_checked
@@ -674,7 +675,9 @@ def _made_kernels_verdict(*makers: Callable[[], object]) -> dict:
             except Exception as exc:  # noqa: BLE001 - reported below on a GPU; in the simulator what was declared is judged
                 made[name] = exc
     seen = [what for what, found in (("your ufunc's signature", signatures), ("your CuPy kernels' types and C code", declared)) if found]
-    verdict = {"declared": _declared_problems(signatures, declared), "seen": seen, "problems": [], "speed": "", "n": 0}
+    # what the makers declared as they ran, else as their source reads (a maker that could not run here: no CuPy, say)
+    verdict = {"declared": _declared_problems(signatures, declared) or maker_float64_problems(*makers), "seen": seen, "problems": [],
+               "speed": "", "n": 0}
     if verdict["declared"] or mode.is_simulator():
         return verdict
     failed = next(((name, value) for name, value in made.items() if isinstance(value, Exception)), None)
