@@ -76,21 +76,18 @@ def test_an_answer_that_silences_the_check_while_it_runs_fails_when_replayed(tmp
 
 
 def test_an_answer_that_writes_into_the_checks_stand_in_fails_when_replayed(tmp_path, monkeypatch):
-    """2.2 hands the answer a stand-in GPU: an answer that rewrites its bandwidths, or its attribute, is judged on the real one."""
+    """2.2 hands the answer a stand-in GPU (a function): an answer that reads its insides, or writes its attribute, fails apart."""
 
-    def rigged(time_ms, block_sizes, bytes_moved):
-        table = getattr(time_ms, "gbs", None)  # the model GPU's table (the second call times a real kernel)
-        if table is not None:
-            table[32] = 1e9  # 32 threads per block now wins, in this process only
+    def peeking(time_ms, block_sizes, bytes_moved):
+        getattr(time_ms, "__closure__", None)  # the stand-in's own bandwidth table is in there
         return best_block_size(time_ms, block_sizes, bytes_moved)
 
-    assert record(tmp_path / "item", monkeypatch, ch2, "check_best_block_size", rigged)  # it fooled the check in its process
+    assert record(tmp_path / "item", monkeypatch, ch2, "check_best_block_size", peeking)  # only read: right in its process
     verdict = remote.grade_cell("ch2.check_best_block_size(best_block_size)", tmp_path / "item", SEED)
-    assert not verdict.passed and "Exercise 2.2" in verdict.text
+    assert not verdict.passed and "read '__closure__', a private part" in verdict.text
 
     def rebound(time_ms, block_sizes, bytes_moved):
-        if getattr(time_ms, "gbs", None) is not None:
-            time_ms.gbs = {**time_ms.gbs, 32: 1e9}
+        time_ms.gbs = {32: 1e9}
         return best_block_size(time_ms, block_sizes, bytes_moved)
 
     assert record(tmp_path / "attribute", monkeypatch, ch2, "check_best_block_size", rebound)
@@ -120,7 +117,7 @@ def test_a_transcript_is_read_as_plain_data_only(tmp_path):
     with pytest.raises(plaindata.ReplayMismatch, match="outside the course"):
         plaindata.decode({"dataclass": "subprocess:Popen", "fields": {}}, store)
     with pytest.raises(plaindata.ReplayMismatch, match="not a plain dataclass"):  # building it would run its __post_init__
-        plaindata.decode({"dataclass": "gpucourse.mpi.exchange:LoopbackFabric", "fields": {"size": 2}}, store)
+        plaindata.decode({"dataclass": "gpucourse.multigpu.mpi.exchange:LoopbackFabric", "fields": {"size": 2}}, store)
     assert isinstance(plaindata.rebuilt_exception({"type": "os:system", "message": "x"}), RuntimeError)
     assert str(plaindata.rebuilt_exception(plaindata.exception_data(KeyError("x")))) == str(KeyError("x"))
     value = (1, 2.5, np.float32(3), {"a": [np.arange(3)]}, None)
