@@ -5,8 +5,8 @@ Under `nbgrader autograde` the student's notebook runs in one kernel, answers an
 verdict is not used. Instead:
 
 * In the worker (`GPUCOURSE_TRANSCRIPT` names a folder), every check records a *transcript*: each call
-  the check made of the answer (a digest of its arguments, the arrays it wrote, what it returned or
-  raised, the kernels it launched) and the results of the evidence helpers that need the answer's own
+  the check made of the answer (a digest of its arguments, the arrays it wrote, the lists and dicts it
+  changed, what it returned or raised, the kernels it launched, with their dynamic shared memory) and the results of the evidence helpers that need the answer's own
   code (`evidence` below: a trace, compute-sanitizer, a speed comparison). Everything is plain data: JSON
   and `.npy` files, read back with `allow_pickle=False`.
 * The *grader* (`python -m gpucourse.checks.remote NOTEBOOK FOLDER`, run by `gpucourse.grading`) imports
@@ -306,17 +306,17 @@ class _CallLog:
 
 
 #: Containers of the check's handed to the answer: a change the answer made to one (emptied, sorted) is replayed in the grader.
-_CONTAINERS = (list, dict, set)
+_CONTAINERS = (list, dict)
 
 
 def _change_containers(changed: list, by_place: dict, store: Store) -> None:
-    """Make the check's lists, dicts and sets hold what the answer left in them in the notebook's run (it emptied or sorted one)."""
+    """Make the check's lists and dicts hold what the answer left in them in the notebook's run (it emptied or sorted one)."""
     for place, data in changed:
         target, value = by_place.get(place), decode(data, store)
-        if not isinstance(target, _CONTAINERS) or not isinstance(value, (list, tuple, dict, set, frozenset)):
-            raise ReplayMismatch(f"the transcript changes an argument ({place}) that is not a list, dict or set here")
+        if not isinstance(target, _CONTAINERS) or type(value) is not type(target):
+            raise ReplayMismatch(f"the transcript changes an argument ({place}) that is not a list or dict here")
         if isinstance(target, list):
-            target[:] = list(value)
+            target[:] = value
         else:
             target.clear()
             target.update(value)
@@ -633,7 +633,8 @@ class Replaying:
         entry = self.data["entries"][found]
         if op == "call":
             for kernel_key, blocks, threads, *shared in entry.get("launches", []):
-                announce_launch(self.kernels.get(kernel_key) or RemoteKernel({}), tuple(blocks), tuple(threads), int(shared[0]) if shared else 0)
+                kernel = self.kernels.get(kernel_key) or RemoteKernel({})
+                announce_launch(kernel, tuple(blocks), tuple(threads), int(shared[0]) if shared else 0)
         self._repeat_uses(entry, places)
         writers = {place: write for _, (place, _, write) in buffers(places).items()}
         for place, name in entry.get("writes", []):
