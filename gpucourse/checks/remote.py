@@ -6,8 +6,9 @@ verdict is not used. Instead:
 
 * In the worker (`GPUCOURSE_TRANSCRIPT` names a folder), every check records a *transcript*: each call
   the check made of the answer (a digest of its arguments, the arrays it wrote, the lists and dicts it
-  changed, what it returned or raised, the kernels it launched, with their dynamic shared memory) and the results of the evidence helpers that need the answer's own
-  code (`evidence` below: a trace, compute-sanitizer, a speed comparison). Everything is plain data: JSON
+  changed, what it returned or raised, the kernels it launched, with their dynamic shared memory) and
+  the results of the evidence helpers that need the answer's own code (`evidence` below: a trace,
+  compute-sanitizer, a speed comparison, what a helper reads of its source or its kernels). Everything is plain data: JSON
   and `.npy` files, read back with `allow_pickle=False`.
 * The *grader* (`python -m gpucourse.checks.remote NOTEBOOK FOLDER`, run by `gpucourse.grading`) imports
   the course's checks afresh and calls each check cell's check itself, with `Replayed` answers: a call
