@@ -189,9 +189,10 @@ def test_autograde_refuses_every_tampered_cell_before_it_runs(autograded):
 #: An IPython start-up file for the kernel: the screen of answer cells never starts (a route it misses, for every cell).
 NO_SCREEN = """
 import gpucourse.checks.guard as _guard
+import gpucourse.checks.screen as _screen
 
-_guard.install = lambda shell, earlier=(): None
-_guard.earlier_refusal = lambda sources: None
+_screen.watch = _screen.install = lambda shell, earlier=(): None
+_screen.earlier_refusal = _guard.earlier_refusal = lambda sources: None
 """
 
 #: The course's config, then the screen of submitted cells left out of autograde's sanitizing steps.
