@@ -167,7 +167,8 @@ def test_check_tests_give_the_same_verdicts_graded_apart():
 
 
 def test_generated_cases_and_fresh_seeds_are_the_same_in_a_fresh_process():
-    """The grader's process draws the worker's cases: Hypothesis's search (derandomized) and a check module's fresh seed."""
+    """The grader's process draws the worker's cases: Hypothesis's search (derandomized, whatever local modules are loaded: the
+    notebook's kernel has others) and a check module's fresh seed."""
     from conftest import run_python
 
     code = ("from gpucourse.checks import ch1, ch4, properties, remote\n"
@@ -177,6 +178,7 @@ def test_generated_cases_and_fresh_seeds_are_the_same_in_a_fresh_process():
             "with remote._seeded('s:ch4.check_assign_devices'):\n"
             "    drawn = ch4._host_lists()[-4:]\n"
             "print(seen, drawn)\n")
-    runs = [run_python(code, GPUCOURSE_MODE="simulator") for _ in range(2)]
+    more_modules = "import gpucourse, sys\nsys.path.insert(0, 'tests')\nimport test_checks_ch2, test_checks_ch7_fresh\n"  # local, full of constants
+    runs = [run_python(code, GPUCOURSE_MODE="simulator"), run_python(more_modules + code, GPUCOURSE_MODE="simulator")]
     assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("(") >= 5
