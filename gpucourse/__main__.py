@@ -1,4 +1,5 @@
-"""Command line: `python -m gpucourse info | bench | report | exercises [--check] | sizes [--table | --notebooks] [--profile NAME]`."""
+"""Command line: `python -m gpucourse info | bench | report | exercises [--check] | sizes [--table | --notebooks] [--profile NAME] |
+grading-env DIR [--cuda 12|13]`."""
 
 from __future__ import annotations
 
@@ -109,6 +110,17 @@ def wrapped_table(table, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def command_grading_env(args: argparse.Namespace) -> int:
+    """Build the venv that nbgrader autograde runs in: this checkout's wheel, with nbgrader, in a fresh folder."""
+    from gpucourse import gradingenv
+
+    target = Path(args.target).resolve()
+    python = gradingenv.build(target, cuda=args.cuda)
+    print(f"gpucourse from {gradingenv.installed_from_wheel(python)}\nGrade with it: source {target / 'bin' / 'activate'}; cd grading; "
+          "nbgrader autograde NAME (README, 'For instructors')")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
@@ -135,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     size_parser.add_argument("--notebooks", action="store_true", help="each chapter notebook's estimated GPU time and memory")
     size_parser.add_argument("--table", action="store_true", help="the README's table: estimated GPU time of each chapter per GPU class")
     size_parser.set_defaults(run=command_sizes)
+    grading = sub.add_parser("grading-env", help="a fresh venv for nbgrader autograde: the course from a wheel of this checkout")
+    grading.add_argument("target", help="the venv's folder (emptied first), outside the checkout")
+    grading.add_argument("--cuda", choices=("12", "13"), help="on a GPU machine: your driver's CUDA major version (nvidia-smi)")
+    grading.set_defaults(run=command_grading_env)
     return parser
 
 

@@ -171,9 +171,13 @@ def derivative_flat(spectrum, out, k_unit, norm, nyquist):
         out[r, i] = np.complex64(complex(-v.imag * scale, v.real * scale))
 
 
+#: The most blocks derivative_by_flat_index launches: few in the simulator, where its loop does the rest.
+FLAT_BLOCKS = 65535 if gpucourse.mode.on_gpu() else 2
+
+
 def derivative_by_flat_index(spectrum, out, n, length):
     rows, m = spectrum.shape
-    blocks = min(math.ceil(rows * m / 64), 65535 if gpucourse.on_gpu() else 2)  # few in the simulator: the loop does the rest
+    blocks = min(math.ceil(rows * m / 64), FLAT_BLOCKS)
     derivative_flat[blocks, 64](spectrum, out, np.float32(2 * np.pi / length), np.float32(1 / n), n // 2 if n % 2 == 0 else -1)
 
 

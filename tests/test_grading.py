@@ -1,4 +1,9 @@
-"""nbgrader end to end, as the README's instructor section says: release every solution notebook, autograde, feedback."""
+"""nbgrader end to end, as the README's instructor section says: release every solution notebook, autograde, feedback.
+
+Autograde scores each check from the grader's verdict, computed in a fresh process from the notebook run's
+transcripts (gpucourse.checks.remote): a submission whose answers fool the checks in its own kernel (here with
+the course's screen switched off, standing for a route the screen misses) still scores 0.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,9 @@ BIN = Path(sys.executable).parent  # the venv's bin/: nbgrader runs alembic from
 SOLUTIONS = sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb"))
 
 
-def nbgrader(course: Path, *args: str) -> str:
+def nbgrader(course: Path, *args: str, env: dict | None = None) -> str:
     """Run one nbgrader command in `course` as the README does (venv activated); fail on any logged error."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, **(env or {}), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
@@ -176,3 +181,179 @@ def test_autograde_refuses_every_tampered_cell_before_it_runs(autograded):
     assert not any(out["output_type"] == "error" for out in setup["outputs"])
     feedback = (course / "feedback" / "tampered" / stem / f"{stem}.html").read_text()
     assert "refuse code that could change them" in feedback
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers that fool the checks in their own kernel: the screen switched off, the grader apart still scores them 0
+
+#: An IPython start-up file for the kernel: the screen of answer cells never starts (a route it misses, for every cell).
+NO_SCREEN = """
+import gpucourse.checks.guard as _guard
+import gpucourse.checks.screen as _screen
+
+_screen.watch = _screen.install = lambda shell, earlier=(): None
+_screen.earlier_refusal = _guard.earlier_refusal = lambda sources: None
+"""
+
+#: The course's config, then the screen of submitted cells left out of autograde's sanitizing steps.
+NO_SCREEN_CONFIG = """
+c.Autograde.sanitize_preprocessors = [step for step in c.Autograde.sanitize_preprocessors if step.__name__ != "ScreenCells"]
+"""
+
+SILENCED_CHECK = WRONG_ADD + """
+
+import gpucourse.checks.ch1 as checks
+
+checks.fail = lambda problems, exercise: None  # every failure of the chapter's checks silenced
+"""
+
+REPLACED_CHECK = """
+def scale_rows(out, matrix, factors):
+    pass
+
+
+ch1.check_scale_rows = lambda answer: print("\u2705 Exercise 1.2: scale_rows is right.")  # the check itself replaced
+"""
+
+BLINDED_CHECK = """
+@cuda.jit
+def fill_kernel(out):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = 3 * i  # off by one everywhere
+
+
+import gpucourse.checks.ch1 as checks
+
+checks.array_problems = lambda *args, **kwargs: []  # the comparison with the reference, and the trace's, made blind
+checks.rewritten = lambda trace, name: (0, 0)
+checks.coalescing_problems = lambda *args, **kwargs: []
+"""
+
+
+def unscreened_submission(released: dict) -> dict:
+    """Exercise notebook 1 with four answers that each print the check's pass in their own kernel, all wrong."""
+    notebook = json.loads(json.dumps(released))
+    answer_cell(notebook, "add_arrays")["source"] = SILENCED_CHECK  # 1.1
+    answer_cell(notebook, "scale_rows")["source"] = REPLACED_CHECK  # 1.2
+    stub = next(cell for cell in notebook["cells"] if "cuda.gridsize(1)" in "".join(cell["source"])
+                and "NotImplementedError" in "".join(cell["source"]))
+    stub["source"] = BLINDED_CHECK  # 1.3
+    answer_cell(notebook, "launch_config")["source"] = TAMPER_WHEN_CALLED  # 1.4: silences the check while it runs
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def unscreened(autograded, tmp_path_factory) -> Path:
+    """The course after autograding, with no screen at all, one student whose four answers fool the checks in their kernel."""
+    course, stem = autograded, "ch01_introduction"
+    released = json.loads((course / "release" / stem / f"{stem}.ipynb").read_text())
+    folder = course / "submitted" / "unscreened" / stem
+    folder.mkdir(parents=True)
+    (folder / f"{stem}.ipynb").write_text(json.dumps(unscreened_submission(released)))
+    ipython = tmp_path_factory.mktemp("ipython")
+    (ipython / "profile_default" / "startup").mkdir(parents=True)
+    (ipython / "profile_default" / "startup" / "00-no-screen.py").write_text(NO_SCREEN)
+    config = course / "nbgrader_config.py"
+    kept = config.read_text()
+    config.write_text(kept + NO_SCREEN_CONFIG)
+    try:
+        log = nbgrader(course, "autograde", stem, "--student=unscreened", env={"IPYTHONDIR": str(ipython)})
+    finally:
+        config.write_text(kept)
+    assert "refused by the course's screen" not in log  # the screen was off: nothing was refused
+    return course
+
+
+def test_answers_that_fool_the_checks_in_their_own_kernel_score_0_under_autograde(unscreened):
+    """Each answer printed the check's pass in the notebook's kernel; the grader, apart, failed each, and nbgrader scored 0."""
+    from nbgrader.api import Gradebook
+
+    from gpucourse.grading import UNCONFIRMED
+
+    course, stem = unscreened, "ch01_introduction"
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        grades = gradebook.find_submission(stem, "unscreened").notebooks[0].grades
+        scores = {grade.name: grade.score for grade in grades}
+    checks = sorted(scores, key=lambda name: int(name.rsplit("-", 1)[1]))
+    assert [scores[name] for name in checks] == [0.0, 0.0, 0.0, 0.0]
+    graded = json.loads((course / "autograded" / "unscreened" / stem / f"{stem}.ipynb").read_text())
+    cells = [cell for cell in graded["cells"] if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code"]
+    errors = [[out for out in cell["outputs"] if out["output_type"] == "error"] for cell in cells]
+    assert all(len(found) == 1 for found in errors)
+    # every one had printed a pass in its own kernel (the tamper worked there), and the grader's reason replaced it
+    assert all(UNCONFIRMED in found[0]["evalue"] for found in errors)
+    assert "\u2705" not in json.dumps([cell["outputs"] for cell in cells], ensure_ascii=False)
+    reasons = [found[0]["evalue"] for found in errors]
+    assert "The number of blocks must be rounded up" in reasons[0]  # the wrong 1.1, named by the check's own message
+    assert "never ran in your notebook's run" in reasons[1]  # the replaced check: no record of any call of the answer
+    assert "wrong values" in reasons[2]  # 1.3's values, compared by the grader's own check
+    assert "launch_config(" in reasons[3]
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's recipe grades in a venv of its own, the course installed there from a wheel
+
+
+def test_the_grading_venv_imports_the_course_from_its_own_wheel_not_the_checkout(tmp_path):
+    """`python -m gpucourse grading-env` as the README runs it, its install without dependencies (the cheap part to test)."""
+    from gpucourse import gradingenv
+
+    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp_path / "probe"),
+                            "setuptools>=77"], capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:  # pip builds the wheel in an isolated environment, from the package index
+        if os.environ.get("CI"):
+            pytest.fail(f"no package index to build the course's wheel with: {probe.stderr[-300:]}")
+        pytest.skip("no package index reachable: pip cannot build the course's wheel (setuptools>=77)")
+    python = gradingenv.build(tmp_path / "grader", pip_args=["--no-deps"])
+    origin = gradingenv.installed_from_wheel(python)
+    assert origin.name == "__init__.py" and origin.is_relative_to((tmp_path / "grader").resolve())
+    assert not origin.is_relative_to(ROOT)
+    assert (origin.parent / "checks" / "remote.py").read_bytes() == (ROOT / "gpucourse" / "checks" / "remote.py").read_bytes()
+    site = origin.parent.parent
+    assert not [path.name for path in site.glob("*.pth") if "gpucourse" in path.read_text()]  # no editable finder of the checkout
+
+
+def test_the_readme_recipe_autogrades_in_the_grading_venv():
+    text = (ROOT / "README.md").read_text()
+    recipe = text[text.index("**Grading with nbgrader**"):text.index("**What the checks guard against")]
+    assert "python -m gpucourse grading-env" in recipe and "source .venv/bin/activate" not in recipe
+    activate = recipe.index("/bin/activate")
+    assert activate < recipe.index("nbgrader generate_assignment") and activate < recipe.index("nbgrader autograde")
+
+
+#: Solution notebooks autograded by the next test in the simulator (on a GPU: all): ch01 is graded above; these two hand
+#: the answer the check's own objects (a stand-in GPU that times a real kernel, MPI endpoints), which the grader replays.
+SIMULATOR_SOLUTIONS = ("ch02_metrics", "ch04_multi_gpu")
+
+
+def test_every_solution_notebook_scores_full_marks_from_the_grader_apart(course):
+    """Reference solutions, autograded: each check cell scores its point from the grader's verdict (or, for the checks
+    listed in remote.JUDGED_IN_NOTEBOOK, from the notebook's run), and shows the grader's pass line.
+
+    All eight notebooks on a GPU; in the simulator two (about 15 s of CPU; all eight take about 75 s).
+    """
+    from nbgrader.api import Gradebook
+
+    from gpucourse import mode
+    from gpucourse.checks.remote import JUDGED_IN_NOTEBOOK, check_call
+
+    stems = SOLUTIONS if mode.on_gpu() else SIMULATOR_SOLUTIONS
+    for stem in stems:
+        folder = course / "submitted" / "reference" / stem
+        folder.mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / f"{stem}.ipynb", folder)
+    log = nbgrader(course, "autograde", "*", "--student=reference", "--log-level=INFO")
+    apart, total = 0, 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for stem in stems:
+            notebook = gradebook.find_submission(stem, "reference").notebooks[0]
+            scores = {grade.name: (grade.score, grade.max_score) for grade in notebook.grades if "-check-" in grade.name}
+            assert scores and all(score == most for score, most in scores.values()), (stem, scores)
+            graded = json.loads((course / "autograded" / "reference" / stem / f"{stem}.ipynb").read_text())
+            for cell in graded["cells"]:
+                if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code":
+                    module, check, _ = check_call("".join(cell["source"]))
+                    assert "\u2705" in json.dumps(cell["outputs"], ensure_ascii=False), (stem, check)
+                    apart += f"{module}.{check}" not in JUDGED_IN_NOTEBOOK
+                    total += 1
+    assert total and log.count("judged in the notebook's own run") == total - apart  # the others were graded apart

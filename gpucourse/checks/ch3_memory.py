@@ -27,8 +27,9 @@ from ..sizes import problem_size
 from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
-from .launches import c_float64_problems
+from .launches import c_float64_problems, maker_float64_problems
 from .properties import changed_input_problems, edge_sizes, no_kernel_problem, sizes_from, smallest_failure
+from .remote import evidence
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2, gpu_only_note, record
 from .trace import (  # noqa: F401  (re-exported: the chapter's tests and notebooks use these names)
@@ -374,14 +375,11 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
     kernel and copy out all on p.streams[k], none on the default stream; no wait between chunks; on a GPU, at least
     OVERLAP_SPEEDUP times faster than the sequential version.
     """
-    from ..kernels import transfers
-
     n, streams = problem_size("ch3_exercise_async")
-    problems, p = _overlap_problems(overlapped, n, streams)
-    fail(problems, "Exercise 3.4")
+    fail(_overlap_case_problems(overlapped, n, streams), "Exercise 3.4")
 
     def case_problem(chunks: int) -> str | None:
-        found, _ = _overlap_problems(overlapped, 240, chunks)
+        found = _overlap_case_problems(overlapped, 240, chunks)
         return f"{found[0]} (the smallest failing case found: a pipeline of {chunks} chunk(s))" if found else None
 
     found = smallest_failure(case_problem, OVERLAP_CASES, max_examples=3, shrink_calls=3)
@@ -392,15 +390,32 @@ def check_overlapped(overlapped: Callable[..., object]) -> None:
                f"{streams} chunks on its own stream and no wait in between.")
         speed_note("Exercise 3.4", "overlapped (whether its copies and kernels really overlap)")
         return
-    sequential = benchmark(lambda: transfers.run_sequential(p), repeat=5)
-    mine = benchmark(lambda: overlapped(p), repeat=5)
-    speedup = sequential.median_ms / mine.median_ms
+    sequential_ms, mine_ms = _overlap_times(overlapped, n, streams)
+    speedup = sequential_ms / mine_ms
     if not record("Exercise 3.4", speedup, OVERLAP_SPEEDUP):
-        fail([f"overlapped takes {mine.median_ms:.3f} ms against {sequential.median_ms:.3f} ms for the sequential version "
+        fail([f"overlapped takes {mine_ms:.3f} ms against {sequential_ms:.3f} ms for the sequential version "
               f"({speedup:.2f}x): the copies and kernels do not overlap. Put each chunk on its own stream (p.streams[k]), "
               "pass stream= to every copy and launch, and do not synchronize inside the function."], "Exercise 3.4")
     passed(f"Exercise 3.4: overlapped is right, bit for bit, each chunk on its own stream, and {speedup:.2f}x faster than the "
-           f"sequential version ({mine.median_ms:.3f} ms against {sequential.median_ms:.3f} ms).")
+           f"sequential version ({mine_ms:.3f} ms against {sequential_ms:.3f} ms).")
+
+
+@evidence
+def _overlap_case_problems(overlapped: Callable[..., object], n: int, streams: int) -> list[str]:
+    """3.4's problems on one pipeline of n elements in `streams` chunks, found where the answer runs (its streams and copies are
+    watched inside Numba, which a replay cannot repeat)."""
+    return _overlap_problems(overlapped, n, streams)[0]
+
+
+@evidence
+def _overlap_times(overlapped: Callable[..., object], n: int, streams: int) -> tuple[float, float]:
+    """The median times (ms) of the sequential version and of `overlapped` on a pipeline of n elements in `streams` chunks."""
+    from ..kernels import transfers
+
+    p = transfers.make_pipeline(n, streams, problem_size("ch3_threads_per_block"))
+    sequential = benchmark(lambda: transfers.run_sequential(p), repeat=5)
+    mine = benchmark(lambda: overlapped(p), repeat=5)
+    return sequential.median_ms, mine.median_ms
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +455,7 @@ def _max_reference():
     return cupy.ReductionKernel("float32 d", "float32 m", "d", "max(a, b)", "m = a", "0", "gpucourse_largest")
 
 
+@evidence
 def _element_problems(element: Callable[..., object], x: np.ndarray, y: np.ndarray) -> list[str]:
     """The element function, called as a device function of a kernel and as Numba types it: values and float32 throughout."""
     want = rel_diff_reference(x, y)
@@ -626,32 +642,45 @@ def check_ufunc_kernels(rel_diff_element: Callable[..., object], make_rel_diff_u
     y = np.concatenate([random_array(small, np.float32, seed=372, low=-4, high=4), EDGE_PAIRS[:, 1]])
     problems = _element_problems(rel_diff_element, x, y)
     fail(problems, "Exercise 3.7.1")
+    made = _made_kernels_verdict(make_rel_diff_ufunc, make_rel_diff_elementwise, make_largest_reduction)
+    fail(made["declared"], "Exercise 3.7.1")
+    if mode.is_simulator():
+        also = f", and {' and '.join(made['seen'])} declare float32 only" if made["seen"] else ""
+        passed(f"Exercise 3.7.1: rel_diff_element gives |x - y| / (|x| + |y| + 1) in float32, called from a simulated kernel{also}.")
+        gpu_only_note("Exercise 3.7.1", "your ufunc, ElementwiseKernel and ReductionKernel (their values, dtypes and speed)", "are",
+                      "numba.vectorize(target='cuda') and CuPy do not run in the simulator")
+        return
+    fail(made["problems"], "Exercise 3.7.1")
+    passed(f"Exercise 3.7.1: the element function, the CUDA ufunc, the ElementwiseKernel and the ReductionKernel are right and "
+           f"float32 on {made['n']} elements{made['speed']}.")
+
+
+@evidence
+def _made_kernels_verdict(*makers: Callable[[], object]) -> dict:
+    """The three makers of 3.7.1 run where the answer runs: what they declared (`declared`: float64 in words; `seen`: what was
+    declared float32), and on a GPU the first maker that raised or the kernels' values, dtypes and speed (`problems`, `speed`, `n`)."""
     made: dict[str, object] = {}
     with _recorded_makers() as (signatures, declared):
-        for name, maker in (("make_rel_diff_ufunc", make_rel_diff_ufunc), ("make_rel_diff_elementwise", make_rel_diff_elementwise),
-                            ("make_largest_reduction", make_largest_reduction)):
+        for name, maker in zip(("make_rel_diff_ufunc", "make_rel_diff_elementwise", "make_largest_reduction"), makers):
             try:
                 made[name] = maker()
             except NotImplementedError:
                 raise  # a stub: its hint is the message
             except Exception as exc:  # noqa: BLE001 - reported below on a GPU; in the simulator what was declared is judged
                 made[name] = exc
-    fail(_declared_problems(signatures, declared), "Exercise 3.7.1")
-    if mode.is_simulator():
-        seen = [what for what, found in (("your ufunc's signature", signatures), ("your CuPy kernels' types and C code", declared))
-                if found]
-        also = f", and {' and '.join(seen)} declare float32 only" if seen else ""
-        passed(f"Exercise 3.7.1: rel_diff_element gives |x - y| / (|x| + |y| + 1) in float32, called from a simulated kernel{also}.")
-        gpu_only_note("Exercise 3.7.1", "your ufunc, ElementwiseKernel and ReductionKernel (their values, dtypes and speed)", "are",
-                      "numba.vectorize(target='cuda') and CuPy do not run in the simulator")
-        return
+    seen = [what for what, found in (("your ufunc's signature", signatures), ("your CuPy kernels' types and C code", declared)) if found]
+    # what the makers declared as they ran, else as their source reads (a maker that could not run here: no CuPy, say)
+    verdict = {"declared": _declared_problems(signatures, declared) or maker_float64_problems(*makers), "seen": seen, "problems": [],
+               "speed": "", "n": 0}
+    if verdict["declared"] or mode.is_simulator():
+        return verdict
     failed = next(((name, value) for name, value in made.items() if isinstance(value, Exception)), None)
     if failed:
-        fail([f"{failed[0]}() raised {type(failed[1]).__name__}: {failed[1]}"], "Exercise 3.7.1")
+        verdict["problems"] = [f"{failed[0]}() raised {type(failed[1]).__name__}: {failed[1]}"]
+        return verdict
     n = elements_beyond_l2(4)
     x_big = random_array(n, np.float32, seed=373, low=-4, high=4)
     y_big = random_array(n, np.float32, seed=374, low=-4, high=4)
-    problems, speed = _gpu_kernel_problems(made, x_big, y_big)
-    fail(problems, "Exercise 3.7.1")
-    passed(f"Exercise 3.7.1: the element function, the CUDA ufunc, the ElementwiseKernel and the ReductionKernel are right and "
-           f"float32 on {n} elements{speed}.")
+    verdict["problems"], verdict["speed"] = _gpu_kernel_problems(made, x_big, y_big)
+    verdict["n"] = n
+    return verdict

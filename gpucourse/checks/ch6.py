@@ -25,6 +25,7 @@ from ..sizes import problem_size
 from . import CheckFailed, array_problems, fail, passed
 from .evidence import coalescing_problems, float64_problems, hazard, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import float64_argument_problems, recorded_launches
+from .remote import evidence
 from .runs import race_repeats, run_checked
 from .trace import is_shared
 
@@ -39,6 +40,8 @@ def _as_floats(values, what: str, length: int) -> np.ndarray:
     return array
 
 
+@evidence  # under autograde: read where the answer runs, replayed by the grader (remote.py)
+@evidence
 def _written_weights(function: Callable) -> bool:
     """Whether a function's code holds the sixth-order weights themselves (3/4, 3/20, 1/60, as numbers or strings) instead of solving."""
     def constants(code: types.CodeType) -> Iterator[object]:

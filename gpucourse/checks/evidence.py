@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from .. import mode
 from .guard import paused
+from .remote import evidence
 from .runs import host_round_trip_problems
 from .sanitizer import racecheck_available, sanitize
 from .speed import SLOWER_THAN_REFERENCE, compare_speed, gpu_only_note, launch_evidence, record, skipped_work, slow_cause, speed_problem
@@ -32,6 +33,7 @@ from .trace import (
 )
 
 
+@evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)
 def trace_of(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = False) -> tuple[Trace | None, str]:
     """A trace of `entry(*arguments)` and an empty note, or None and a note saying why it could not be traced."""
     try:
@@ -111,6 +113,7 @@ def float64_problems(trace: Trace | None) -> list[str]:
     return [message] if message else float64_arguments_seen()[:1]
 
 
+@evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)
 def racecheck_problems(entry: Callable, arguments: Sequence[tuple[str, str, object]]) -> tuple[list[str], str]:
     """On a GPU, compute-sanitizer's racecheck and synccheck of `entry(*arguments)`: (problems, a phrase for the success line)."""
     if not mode.on_gpu():
@@ -135,6 +138,7 @@ def speed_note(exercise: str, what: str) -> None:
         gpu_only_note(exercise, f"the speed of your {what}")
 
 
+@evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)
 def speed_verdict(exercise: str, what: str, mine: Callable[[], object], reference: Callable[[], object], bytes_moved: int,
                   bytes_per_array: int, where_to_look: str, slowest: float = SLOWER_THAN_REFERENCE) -> tuple[list[str], str]:
     """On a GPU, the student's speed beside the reference and the copy ceiling: (problems, a phrase for the success line).

@@ -4,14 +4,17 @@ A check states the properties a right answer has (in its docstring) and tests ea
 here: sizes at every multiple a kernel's indexing depends on (a warp, a block, a tile, four elements
 per thread) and one either side of it, block sizes that are not multiples of 32, values on both sides
 of a rule's boundary. `smallest_failure` runs the book's cases first, then Hypothesis (seeded by the
-property's code, so every run tries the same cases; no example database; no deadline), and reports
+property's code, so every run tries the same cases; no example database; no deadline; none of the constants
+Hypothesis otherwise reads from the local modules loaded, which differ between a notebook's kernel and the grader's
+process, so that both draw the same cases), and reports
 the smallest case that fails, which Hypothesis's shrinking finds: "n = 768" says more than "n = 8197".
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -98,7 +101,8 @@ def smallest_failure(problem: Callable[[T], str | None], cases: st.SearchStrateg
             raise _Failed(found)
 
     try:
-        holds()
+        with _own_constants_only():
+            holds()
     except _Failed:
         pass
     except BaseException:
@@ -109,6 +113,32 @@ def smallest_failure(problem: Callable[[T], str | None], cases: st.SearchStrateg
         raise stopped[0]
     # Hypothesis ends by replaying the smallest failing case it found (its order: fewer and smaller choices first)
     return failures[-1] if failures else None
+
+
+@contextlib.contextmanager
+def _own_constants_only() -> Iterator[None]:
+    """Inside, Hypothesis draws only its own constants, none of the numbers it finds in the local modules loaded (`sys.modules`).
+
+    Those modules differ between the notebook's kernel (the answer's run) and the grader's process, and so would the cases
+    drawn: grading apart needs the same cases in both. (Hypothesis has no setting for it: its provider's module is patched.)
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # a Hypothesis without local constants
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    if original is None:
+        yield
+        return
+    providers._get_local_constants = Constants  # an empty set of constants, fresh for each provider
+    providers.CONSTANTS_CACHE.cache.clear()  # the permitted constants cached with the local ones
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def first_problem(problems: Iterable[str | None]) -> str | None:

@@ -41,6 +41,7 @@ from .launches import (
     recorded_launches,
     shared_declaration_problems,
 )
+from .remote import evidence
 from .trace import poisoned_shared_memory
 
 
@@ -148,6 +149,7 @@ def input_changes(kept: Sequence[KeptInput], who: str, output: str = "out") -> l
     return problems
 
 
+@evidence
 def _who(function: Callable[..., object]) -> str:
     """The answer's function by name: the launcher's own, or the answer's function a check's wrapper (a lambda) calls."""
     from .launches import python_function, written_by_answer
@@ -161,6 +163,7 @@ def _who(function: Callable[..., object]) -> str:
     return "your function"
 
 
+@evidence
 def _parameters(function: Callable[..., object]) -> list[str]:
     try:
         return [p.name for p in inspect.signature(function).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -181,6 +184,7 @@ def call_keeping_inputs(function: Callable[..., object], *args, names: Sequence[
     return result, input_changes(kept, _who(function), output)
 
 
+@evidence
 def _input_names(launch: Callable[..., object], inputs: Sequence[object], launches: Sequence[RecordedLaunch]) -> list[str]:
     """Names for the inputs a check handed over: the launcher's parameter, else the kernel parameter it was passed as."""
     own = _parameters(launch)[1:]
@@ -214,6 +218,12 @@ def _given_values(launch: Callable[..., object]) -> list[object]:
         except ValueError:  # an empty cell
             continue
     return values + [item for value in values if isinstance(value, tuple) for item in value]
+
+
+@evidence
+def _wide_launch_arguments(launches: Sequence[RecordedLaunch], inputs: Sequence[object], launch: Callable[..., object]) -> list[str]:
+    """`float64_argument_problems` of a run, the values the check handed over (its inputs, its launcher's own) excepted."""
+    return float64_argument_problems(launches, given=(*inputs, *_given_values(launch)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,7 +383,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     if kernel_required and not problems:
         problems += kernel_launch_problems(launches, _who(launch))
     if not problems and dtype in (np.dtype(np.float32), np.dtype(np.complex64)):
-        for message in float64_argument_problems(launches, given=(*inputs, *_given_values(launch))):
+        for message in _wide_launch_arguments(launches, inputs, launch):
             if message not in _FLOAT64_ARGUMENTS:
                 _FLOAT64_ARGUMENTS.append(message)
     if float32_kernel and mode.on_gpu() and not problems:

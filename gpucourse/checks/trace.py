@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import mode
+from .remote import evidence
 
 # ---------------------------------------------------------------------------------------------
 # What a trace holds
@@ -1103,6 +1104,7 @@ def replayed_trace(entry: Callable, arguments: Sequence[tuple[str, str, object]]
     return _trace_from_json(output.split("TRACE", 1)[1])
 
 
+@evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)
 def traced_run(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = True) -> Trace:
     """What `entry(*arguments)` does, traced: in this process in the simulator, replayed in a simulator process on a GPU.
 
@@ -1143,6 +1145,7 @@ def float64_advice(evidence: str) -> str:
             "float32(2.0) (from numba import float32) and pass numpy.float32 values.")
 
 
+@evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)
 def float64_origin(function: Callable, arguments: Sequence[object]) -> tuple[str, int] | None:
     """Where a scalar function (the element function of a ufunc) first makes a float64 from float32 arguments, as Numba types it.
 

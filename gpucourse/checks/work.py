@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import mode
+from .remote import evidence
 
 #: The sizes (elements) the work is counted at: small, since lines say it all; one doubling.
 SIZES = (128, 256)
@@ -109,6 +110,7 @@ def _counts_replayed(launchers: Sequence[Callable], arguments: Sequence[Sequence
     return json.loads(output.split("WORK", 1)[1])
 
 
+@evidence
 def simulated_work(launchers: Sequence[Callable], arguments: Sequence[Sequence[tuple[str, str, object]]]) -> list[list[int]]:
     """Kernel lines run by each launcher on each argument list (the trace's format), in the simulator here or in a subprocess."""
     return _counts_replayed(launchers, arguments) if mode.on_gpu() else _counts_here(launchers, arguments)
