@@ -225,3 +225,15 @@ def test_a_grid_stride_answer_to_1_1_passes_or_is_told_its_loop_setup(capsys):
         assert "trip count of `range(start, stop, step)`" in words and "128 threads or more" not in words, words
     else:
         assert "\u2705 Exercise 1.1" in capsys.readouterr().out
+
+
+def test_nested_range_loops_are_told_their_inner_trip_count_even_on_a_grid_the_gpu_holds_once():
+    """3.1's 2D grid-stride loops on a grid the GPU fills once (233 elements a thread) stayed at 0.59 of the reference on an
+    H200 (measurements/gridstride/2026-11-29_h200.md): the inner range()'s 64-bit division is paid once per row."""
+    nested = PtxFacts(instructions=257, setup=117, divisions=("div.s64", "div.u32", "div.u32", "div.s64"))
+    words = slow_cause([KernelEvidence("scale_range", 132 * 8, 256, nested, stepped_range=True)],
+                       [KernelEvidence("reference", 129 * 1920, 256, PtxFacts(40, 27, ()))], 62960640)
+    assert words is not None and "2 64-bit integer divisions" in words and "inner loop's trip count" in words
+    one_loop = PtxFacts(instructions=179, setup=69, divisions=("div.s64", "div.u32"))  # one range(): nothing to say at many per thread
+    assert slow_cause([KernelEvidence("add", 1056, 256, one_loop, stepped_range=True)], [KernelEvidence("reference", 1, 256, PLAIN)],
+                      N) is None

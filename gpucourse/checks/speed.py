@@ -276,6 +276,12 @@ def slow_cause(mine: Sequence[KernelEvidence], reference: Sequence[KernelEvidenc
         return (f"Its compiled {hungry.name} needs {hungry.registers} registers per thread (the reference {model.registers}): a "
                 f"multiprocessor's 65536 registers then hold at most {65536 // hungry.registers} of its threads, and so fewer loads in "
                 "flight than the reference keeps. Keep fewer values alive at once.")
+    wide = [op for op in kernel.facts.divisions if op.endswith(("s64", "u64")) and op not in model.facts.divisions]
+    if per_thread >= FEW_ELEMENTS_PER_THREAD and kernel.stepped_range and len(wide) >= 2:
+        return (f"Its compiled {kernel.name} holds {len(wide)} 64-bit integer divisions ({', '.join(wide)}; the reference none): "
+                "two `range(start, stop, step)` loops, one inside the other, and Numba computes the inner loop's trip count "
+                "again, with a 64-bit division, on every pass of the outer one: once per row. Walk one loop over the whole "
+                "array, or write the inner loop as a `while` (measurements/gridstride/ has an H200's figures of both).")
     if per_thread >= FEW_ELEMENTS_PER_THREAD:
         return None
     launched = f"{threads} threads for {elements} elements, about {per_thread:.1f} per thread"
