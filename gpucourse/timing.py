@@ -391,8 +391,8 @@ def benchmark(
 
 
 @alone
-def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, sync: Callable[[], None] | None = None) -> float:
-    """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (what a user waits).
+def wall_times_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, sync: Callable[[], None] | None = None) -> list[float]:
+    """Wall-clock time of each of `repeat` calls of `fn()` in ms, from an idle device to the end of its work (what a user waits).
 
     `sync` waits for the devices concerned (default: the current device). The simulator skips the warm-up.
     """
@@ -408,7 +408,12 @@ def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, syn
         fn()
         sync()
         samples.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(samples)
+    return samples
+
+
+def wall_time_ms(fn: Callable[[], object], repeat: int = 3, warmup: int = 1, sync: Callable[[], None] | None = None) -> float:
+    """Median wall-clock time of `fn()` in ms, from an idle device to the end of its work (`wall_times_ms`' median)."""
+    return statistics.median(wall_times_ms(fn, repeat, warmup, sync))
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def transpose_part(count: int, n: int, repeat: int) -> None:
             transpose.poison()
             transpose.issue("graphs")
             wrong = transpose.mismatches()
-            times = [transpose.time_ms("graphs", repeat=1) for _ in range(repeat)]
+            times = multigpu.wall_times_ms(lambda: transpose.issue("graphs"), devices, repeat=repeat)
         block = n * n * 4 // parts**2
         row = {"parts": parts, "devices": devices, "one_gpu_per_part": distinct, "mismatches": wrong, **spread(times), "times_ms": times}
         if distinct:
@@ -126,8 +126,7 @@ def transpose_part(count: int, n: int, repeat: int) -> None:
 
 def fft_ms(plan: F.SlabFFT, slabs, repeat: int) -> list[float]:
     """Wall times (ms) of `repeat` forward transforms, each from idle GPUs to the last part's result."""
-    plan.forward(slabs)
-    return [multigpu.wall_time_ms(lambda: plan.forward(slabs), plan.devices, repeat=1, warmup=0) for _ in range(repeat)]
+    return multigpu.wall_times_ms(lambda: plan.forward(slabs), plan.devices, repeat=repeat)
 
 
 def fft_part(count: int, sizes: list[int], repeat: int) -> None:
@@ -135,6 +134,7 @@ def fft_part(count: int, sizes: list[int], repeat: int) -> None:
 
     rows = []
     hbm = gpucourse.bandwidth_ceilings().copy_gbs
+    pair = multigpu.peer_bandwidth(0, 1, 1 << 26, peer=True, repeat=5).gbs if count > 1 else None  # one pair's rate, for every model
     for n in sizes:
         shape = (n, n, n)
         x = np.random.default_rng(n).random(shape, dtype=np.float32).astype(np.complex64) if n <= 256 else None
@@ -151,8 +151,7 @@ def fft_part(count: int, sizes: list[int], repeat: int) -> None:
                 with multigpu.on_device(device):
                     slabs.append(cupy.random.default_rng(p).random((plan.rows0[p], n, n), dtype=np.float32).astype(np.complex64))
             times = fft_ms(plan, slabs, repeat)
-            pair = multigpu.peer_bandwidth(0, 1, 1 << 26, peer=True, repeat=5).gbs if distinct and parts > 1 else None
-            model = F.fft3d_model_ms(shape, parts, hbm, pair) if (pair or parts == 1) else None
+            model = F.fft3d_model_ms(shape, parts, hbm, pair) if parts == 1 or (distinct and pair) else None
             row = {"n": n, "parts": parts, "devices": devices, "one_gpu_per_part": distinct, "rel_error": error, **spread(times),
                    "model": model}
             if parts == 1:

@@ -26,6 +26,7 @@ from .gpus import (
     synchronize_all,
     visible_devices_setting,
     wall_time_ms,
+    wall_times_ms,
 )
 from .peer import (
     PeerTransfer,
@@ -55,5 +56,5 @@ __all__ = [
     "copy_to_device", "device_count", "device_of", "device_table", "devices", "memory_info", "new_stream", "on_device", "peer_access",
     "peer_access_between", "peer_bandwidth", "peer_buffers", "peer_matrix", "peer_sum_kernel", "peer_sweep", "peer_table",
     "restore_all_peer_access", "restore_peer_access", "set_peer_access", "switch_peer_access", "synchronize_all",
-    "visible_devices_setting", "wall_time_ms",
+    "visible_devices_setting", "wall_time_ms", "wall_times_ms",
 ]

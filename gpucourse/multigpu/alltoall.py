@@ -33,7 +33,7 @@ from .. import mode
 from ..arrays import poison_value, require_cupy
 from ..errors import DecompositionError
 from ..graphs import capture
-from .gpus import check_ordinal, on_device, synchronize_all, wall_time_ms
+from .gpus import check_ordinal, on_device, synchronize_all, wall_times_ms
 from .peer import copy_2d, peer_access_between
 
 SCHEDULES = ("queued", "rotated")  #: the order of the copies (see the module's docstring)
@@ -272,7 +272,7 @@ def alltoall_bandwidth(devices: Sequence[int], nbytes: int, *, schedule: str = "
         if mode.is_simulator():
             times: list[float] = []
         else:
-            times = [wall_time_ms(exchange.issue, devices, repeat=1, warmup=1 if k == 0 else 0) for k in range(repeat)]
+            times = wall_times_ms(exchange.issue, devices, repeat=repeat)
     return AllToAllRun(tuple(devices), nbytes, schedule, issuer, graphs and not mode.is_simulator(), times, wrong)
 
 
@@ -314,7 +314,7 @@ def nccl_alltoall_bandwidth(devices: Sequence[int], nbytes: int, repeat: int = 2
         issue()
         synchronize_all(devices)
         wrong = sum(int(not np.array_equal(recv[q][p].get(), send[p][q].get())) for p in range(parts) for q in range(parts) if p != q)
-        times = [wall_time_ms(issue, devices, repeat=1, warmup=1 if k == 0 else 0) for k in range(repeat)]
+        times = wall_times_ms(issue, devices, repeat=repeat)
     finally:
         for comm in comms:
             comm.destroy()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -121,6 +122,11 @@ def device_of(array) -> int:
     return int(getattr(device, "id", 0) or 0) if device is not None and not isinstance(array, np.ndarray) else 0
 
 
+def wall_times_ms(fn: Callable[[], object], ordinals: Sequence[int], repeat: int = 10, warmup: int = 1) -> list[float]:
+    """Wall-clock ms of each of `repeat` calls of `fn()`, from idle GPUs to the end of its work on all of `ordinals`."""
+    return timing.wall_times_ms(fn, repeat, warmup, sync=lambda: synchronize_all(ordinals))
+
+
 def wall_time_ms(fn: Callable[[], object], ordinals: Sequence[int], repeat: int = 10, warmup: int = 1) -> float:
     """Median wall-clock ms of `fn()` from idle GPUs to the end of its work on all of `ordinals` (what a user waits)."""
-    return timing.wall_time_ms(fn, repeat, warmup, sync=lambda: synchronize_all(ordinals))
+    return statistics.median(wall_times_ms(fn, ordinals, repeat, warmup))
