@@ -115,6 +115,12 @@ def test_wall_time():
         multigpu.wall_time_ms(lambda: None, [0], repeat=0)
 
 
+def test_wall_times_are_one_sample_per_call():
+    calls = []
+    samples = multigpu.wall_times_ms(lambda: calls.append(1), [0], repeat=3, warmup=0)
+    assert len(samples) == 3 == len(calls) and all(0 <= ms < 1000 for ms in samples)
+
+
 def test_the_peer_sum_kernel_adds_two_arrays():
     """The kernel of add_from_peer, on arrays of one device (what it computes does not depend on where they live)."""
     n = 1000
