@@ -60,9 +60,11 @@ def layouts(count: int) -> list[tuple[int, list[int], bool]]:
 
 def alltoall_part(count: int, block: int, repeat: int) -> None:
     rows = []
+    # one pair's copy of a block and the rated link, the same for every layout of distinct GPUs
+    pair_gbs = multigpu.peer_bandwidth(0, 1, block, peer=True, repeat=repeat).gbs if count > 1 else None
+    rated_gbs = links.read_topology().link_figure(0, 1).gbs if count > 1 else None
     for parts, devices, distinct in layouts(count):
-        pair = multigpu.peer_bandwidth(0, 1, block, peer=True, repeat=repeat).gbs if distinct else None
-        rated = links.read_topology().link_figure(0, 1).gbs if distinct else None
+        pair, rated = (pair_gbs, rated_gbs) if distinct else (None, None)
         for schedule in A.SCHEDULES:
             for issuer in A.ISSUERS:
                 for graphs in (False, True):
@@ -100,6 +102,7 @@ def transpose_part(count: int, n: int, repeat: int) -> None:
     if one is None:
         return
     RESULTS["transpose_one_gpu"] = one.as_dict()
+    rated = links.read_topology().link_figure(0, 1).gbs if count > 1 else None
     rows = []
     for parts, devices, distinct in layouts(count):
         inp = D.DistributedMatrix.filled((n, n), devices, seed=1)
@@ -113,7 +116,7 @@ def transpose_part(count: int, n: int, repeat: int) -> None:
         if distinct:
             pair = multigpu.peer_bandwidth(0, 1, block, peer=True, repeat=repeat).gbs
             model = D.StageModel.from_rates(n * n * 4, parts, one.gbs, pair)
-            row.update(pair_gbs=pair, rated_link_gbs=links.read_topology().link_figure(0, 1).gbs, pair_model_ms=model.overlapped_ms,
+            row.update(pair_gbs=pair, rated_link_gbs=rated, pair_model_ms=model.overlapped_ms,
                        of_pair_model=model.overlapped_ms / row["median_ms"], of_pair_model_at_min=model.overlapped_ms / row["min_ms"])
             RESULTS[f"transpose_of_pair_model_{parts}"] = row["of_pair_model"]
         rows.append(row)
