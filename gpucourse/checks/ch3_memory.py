@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import re
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -548,10 +547,6 @@ def _gpu_kernel_problems(made: dict[str, object], x, y) -> tuple[list[str], str]
 # What the answer made, recorded as it makes it: the ufunc's signatures, the CuPy kernels' types and C code (both modes;
 # in the simulator a stand-in CuPy records them and builds nothing).
 
-#: A floating literal of C without the f suffix (1.0, .5, 2e3): a double, which turns float arithmetic into double.
-WIDE_TYPE = re.compile(r"\b(float64|double|complex128|complex<double>)\b")
-
-
 class _RecordingCupy:
     """CuPy as the answer's makers see it through gpucourse.require_cupy: its kernel makers note their arguments."""
 
@@ -613,7 +608,7 @@ def _declared_problems(signatures: list[str], made: list[tuple[str, tuple, dict]
                  else ("in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr", "identity"))
         parts = dict(zip(names, args)) | {name: kwargs[name] for name in names if name in kwargs}
         for name in ("in_params", "out_params"):
-            if WIDE_TYPE.search(str(parts.get(name, ""))):
+            if c_float64_problems(str(parts.get(name, "")), name):
                 problems.append(f"your {kind} declares {name} \"{parts[name]}\": float64. Declare float32 (or a type T that the "
                                 "float32 arrays set).")
         for name in names[2:5]:  # the C code (a ReductionKernel's identity is a value, converted to the output's type)
