@@ -83,7 +83,7 @@ def _scale_case_problem(scale_matrix: Callable[..., object], shape: tuple[int, i
     a = random_array(shape, np.float32, seed=shape[0] * 1000 + shape[1])
     a_device = to_device(a)
     run = run_checked(scale_matrix, shape, np.float32, a_device, factor)
-    found = (run.problems or changed_input_problems({"a": (a_device, a)}, "scale_matrix")
+    found = (run.problems
              or array_problems(run.got, a * factor, what=f"out ({shape[0]} x {shape[1]})", rtol=0.0,
                                coverage_hint="Does the grid cover the columns with x and the rows with y?"))
     return f"{found[0]} (the smallest failing shape found: {shape[0]} x {shape[1]})" if found else None
