@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import re
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -28,7 +27,7 @@ from ..timing import benchmark
 from . import array_problems, fail, passed, run_guarded
 from .evidence import coalescing_problems, float64_problems, racecheck_problems, speed_note, speed_verdict, trace_naming_races, trace_of
 from .launches import c_float64_problems, maker_float64_problems
-from .properties import changed_input_problems, edge_sizes, no_kernel_problem, sizes_from, smallest_failure
+from .properties import changed_input_problems, edge_sizes, sizes_from, smallest_failure
 from .remote import evidence
 from .runs import race_repeats, run_checked
 from .speed import elements_beyond_l2, gpu_only_note, record
@@ -75,10 +74,6 @@ def _block_shape_problem(shape: tuple[int, ...]) -> str:
 SCALE_SHAPES = st.tuples(sizes_from(edge_sizes((8,), 17)), sizes_from(edge_sizes((32,), 65)))
 
 
-def _no_kernel(run, what: str) -> list[str]:
-    problem = no_kernel_problem(run.launches, what)
-    return [problem] if problem else []
-
 
 FACTOR = np.float32(1.5)  # 3.1's factor, a float32 as the notebook passes it
 
@@ -88,7 +83,7 @@ def _scale_case_problem(scale_matrix: Callable[..., object], shape: tuple[int, i
     a = random_array(shape, np.float32, seed=shape[0] * 1000 + shape[1])
     a_device = to_device(a)
     run = run_checked(scale_matrix, shape, np.float32, a_device, factor)
-    found = (run.problems or _no_kernel(run, "scale_matrix") or changed_input_problems({"a": (a_device, a)}, "scale_matrix")
+    found = (run.problems
              or array_problems(run.got, a * factor, what=f"out ({shape[0]} x {shape[1]})", rtol=0.0,
                                coverage_hint="Does the grid cover the columns with x and the rows with y?"))
     return f"{found[0]} (the smallest failing shape found: {shape[0]} x {shape[1]})" if found else None
@@ -199,7 +194,7 @@ def check_wide_row_sums(wide_row_sums: Callable[..., object]) -> None:
     x_device = to_device(x)
     run = run_checked(wide_row_sums, (rows,), np.float32, x_device, repeats=race_repeats())
     expected = x.astype(np.float64).sum(axis=1).astype(np.float32)
-    problems = (changed_input_problems({"x": (x_device, x)}, "wide_row_sums") or run.problems or _no_kernel(run, "wide_row_sums")
+    problems = (changed_input_problems({"x": (x_device, x)}, "wide_row_sums") or run.problems
                 or array_problems(run.got, expected, what="out", rtol=1e-5, atol=1e-5))
     small = random_array((64, WIDE), np.float32, seed=34)
     arguments = [("traced", "out", np.zeros(64, np.float32)), ("traced", "x", small)]
@@ -548,10 +543,6 @@ def _gpu_kernel_problems(made: dict[str, object], x, y) -> tuple[list[str], str]
 # What the answer made, recorded as it makes it: the ufunc's signatures, the CuPy kernels' types and C code (both modes;
 # in the simulator a stand-in CuPy records them and builds nothing).
 
-#: A floating literal of C without the f suffix (1.0, .5, 2e3): a double, which turns float arithmetic into double.
-WIDE_TYPE = re.compile(r"\b(float64|double|complex128|complex<double>)\b")
-
-
 class _RecordingCupy:
     """CuPy as the answer's makers see it through gpucourse.require_cupy: its kernel makers note their arguments."""
 
@@ -613,7 +604,7 @@ def _declared_problems(signatures: list[str], made: list[tuple[str, tuple, dict]
                  else ("in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr", "identity"))
         parts = dict(zip(names, args)) | {name: kwargs[name] for name in names if name in kwargs}
         for name in ("in_params", "out_params"):
-            if WIDE_TYPE.search(str(parts.get(name, ""))):
+            if c_float64_problems(str(parts.get(name, "")), name):
                 problems.append(f"your {kind} declares {name} \"{parts[name]}\": float64. Declare float32 (or a type T that the "
                                 "float32 arrays set).")
         for name in names[2:5]:  # the C code (a ReductionKernel's identity is a value, converted to the output's type)

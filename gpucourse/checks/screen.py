@@ -248,11 +248,7 @@ def course_names(sources: list[str]) -> dict[str, object]:
         except ImportError:
             return _MISSING
 
-    for source in sources:
-        try:
-            tree = ast.parse(_python(source))
-        except SyntaxError:
-            continue
+    for tree in filter(None, map(_tree, sources)):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -729,13 +725,16 @@ def screen_tree(tree: ast.AST, names: Mapping[str, object] | None = None) -> lis
     return sorted(unique.values(), key=lambda refusal: refusal.line)
 
 
-def _python(source: str) -> str:
-    """A cell's source as Python: IPython's magics and shell commands become the get_ipython() calls they run."""
+def _tree(source: str) -> ast.Module | None:
+    """A cell's source parsed as Python, IPython's magics and shell commands as the get_ipython() calls they run; None if not Python."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:  # plain Python: magics stay syntax errors
-        return source
-    return TransformerManager().transform_cell(source)
+        TransformerManager = None
+    try:
+        return ast.parse(TransformerManager().transform_cell(source) if TransformerManager else source)
+    except SyntaxError:
+        return None
 
 
 def screen(source: str, names: Mapping[str, object] | None = None) -> list[Refusal]:
@@ -743,11 +742,8 @@ def screen(source: str, names: Mapping[str, object] | None = None) -> list[Refus
 
     A cell that is not valid Python is not refused here: it cannot run, so Python's own SyntaxError says why.
     """
-    try:
-        tree = ast.parse(_python(source))
-    except SyntaxError:
-        return []
-    return screen_tree(tree, names)
+    tree = _tree(source)
+    return screen_tree(tree, names) if tree else []
 
 
 #: How many refusals a message lists (the first ones; fixing them shows the rest).
@@ -756,9 +752,13 @@ SHOWN_REFUSALS = 3
 
 def refusal_message(refusals: list[Refusal]) -> str:
     """The words a refused cell shows: what the guard is, then the first refusals, each with its line."""
-    shown = "\n".join(f"  - {refusal}" for refusal in refusals[:SHOWN_REFUSALS])
     more = f"\n  (and {len(refusals) - SHOWN_REFUSALS} more)" if len(refusals) > SHOWN_REFUSALS else ""
-    return f"This cell was not run: the course's checks refuse code that could change them.\n{shown}{more}"
+    return f"This cell was not run: the course's checks refuse code that could change them.\n{_shown(refusals)}{more}"
+
+
+def _shown(refusals: list[Refusal]) -> str:
+    """The first SHOWN_REFUSALS refusals, one a line, each with its line number."""
+    return "\n".join(f"  - {refusal}" for refusal in refusals[:SHOWN_REFUSALS])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -791,11 +791,8 @@ class ScreenCells(ast.NodeTransformer):
 
 def imports_check_module(source: str) -> bool:
     """True for an exercise notebook's set-up cell: one that imports a chapter check module (`from gpucourse.checks import ch1`)."""
-    try:
-        tree = ast.parse(_python(source))
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree):
+    tree = _tree(source)
+    for node in ast.walk(tree) if tree else ():
         if isinstance(node, ast.ImportFrom) and node.module == "gpucourse.checks" and any(
                 alias.name in CHECK_MODULES for alias in node.names):
             return True
@@ -811,7 +808,7 @@ def earlier_refusal(sources: list[str]) -> str | None:
         refusals = screen(source, names) if source and source.strip() else []
         if refusals:
             return (f"The checks were not loaded: cell [{number}], run before this one, holds code that could change them.\n"
-                    + "\n".join(f"  - {refusal}" for refusal in refusals[:SHOWN_REFUSALS])
+                    + _shown(refusals)
                     + "\nRemove it, restart the kernel (Kernel > Restart) and run the notebook from the top.")
     return None
 
