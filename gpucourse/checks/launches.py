@@ -42,8 +42,7 @@ class RecordedLaunch:
     @property
     def name(self) -> str:
         """The kernel's Python name."""
-        function = getattr(self.kernel, "py_func", None) or getattr(self.kernel, "fn", None) or self.kernel
-        return getattr(function, "__name__", "kernel")
+        return getattr(python_function(self.kernel), "__name__", "kernel")
 
     @property
     def extent(self) -> tuple[int, int, int]:
@@ -336,7 +335,8 @@ def kernels_of(launches: Sequence[RecordedLaunch]) -> list[object]:
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
-def _written_outside_package(code) -> bool:
+def written_outside_package(code) -> bool:
+    """Whether a code object was written outside the course's package (a notebook cell, `__main__`, a test module)."""
     if code.co_filename.startswith("<"):  # <ipython-input-...>, <string>: code typed in a cell or given to exec
         return True
     return not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
@@ -361,14 +361,14 @@ def written_by_answer(kernel) -> bool:
     code = getattr(function, "__code__", None)
     if code is None:
         return False
-    if _written_outside_package(code):
+    if written_outside_package(code):
         return True
     for cell in getattr(function, "__closure__", None) or ():
         try:
             inner = getattr(python_function(cell.cell_contents), "__code__", None)
         except ValueError:  # an empty cell
             continue
-        if inner is not None and _written_outside_package(inner):
+        if inner is not None and written_outside_package(inner):
             return True
     return False
 
@@ -406,7 +406,8 @@ def _wide_argument(value) -> str | None:
     return None
 
 
-def _parameter_names(kernel) -> list[str]:
+def kernel_parameter_names(kernel) -> list[str]:
+    """The names of a kernel's parameters, in order (empty if its Python function cannot be read)."""
     code = getattr(python_function(kernel), "__code__", None)
     return list(code.co_varnames[:code.co_argcount]) if code is not None else []
 
@@ -419,7 +420,7 @@ def float64_argument_problems(launches: Sequence[RecordedLaunch], given: Sequenc
     for launch in launches:
         if not written_by_answer(launch.kernel):
             continue
-        names = _parameter_names(launch.kernel)
+        names = kernel_parameter_names(launch.kernel)
         for position, value in enumerate(launch.args):
             wide = None if id(value) in given_ids else _wide_argument(value)
             if wide:

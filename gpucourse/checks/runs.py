@@ -20,7 +20,6 @@ import copy
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -37,9 +36,11 @@ from .launches import (
     guard_for,
     index_problem,
     kernel_launch_problems,
+    kernel_parameter_names,
     kernels_of,
     recorded_launches,
     shared_declaration_problems,
+    written_outside_package,
 )
 from .remote import evidence
 from .trace import poisoned_shared_memory
@@ -195,10 +196,10 @@ def _input_names(launch: Callable[..., object], inputs: Sequence[object], launch
         for recorded in launches:
             if name:
                 break
-            code = getattr(getattr(recorded.kernel, "py_func", None) or getattr(recorded.kernel, "fn", None), "__code__", None)
+            parameters = kernel_parameter_names(recorded.kernel)
             for index, argument in enumerate(recorded.args):
-                if argument is value and code is not None and index < code.co_argcount:
-                    name = code.co_varnames[index]
+                if argument is value and index < len(parameters):
+                    name = parameters[index]
                     break
         names.append(name or (own[position] if position < len(own) else f"input {position + 1}"))
     return names
@@ -206,10 +207,8 @@ def _input_names(launch: Callable[..., object], inputs: Sequence[object], launch
 
 def _given_values(launch: Callable[..., object]) -> list[object]:
     """The values a check's own wrapper (a lambda written in the course's package) carries: its defaults and closure."""
-    from .launches import PACKAGE_DIR
-
     code = getattr(launch, "__code__", None)
-    if code is None or code.co_filename.startswith("<") or not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR):
+    if code is None or written_outside_package(code):
         return []
     values = list(launch.__defaults__ or ()) + list((launch.__kwdefaults__ or {}).values())
     for cell in launch.__closure__ or ():
