@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import mode
+from . import PACKAGE_DIR  # the course's package: a kernel written there is the course's, not the answer's
 from .remote import evidence, remote_facts
 
 
@@ -330,9 +331,6 @@ def kernels_of(launches: Sequence[RecordedLaunch]) -> list[object]:
 
 # ---------------------------------------------------------------------------------------------
 # Whose kernels did the work
-
-#: The course's package: a kernel written here is the course's, not the answer's.
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 def written_outside_package(code) -> bool:
