@@ -155,6 +155,15 @@ def python_function(kernel):
     return getattr(kernel, "py_func", None) or getattr(kernel, "fn", None) or kernel
 
 
+def closure_values(function) -> list[object]:
+    """The values a Python function's closure holds, in order (empty cells left out)."""
+    values = []
+    for cell in getattr(function, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+            values.append(cell.cell_contents)
+    return values
+
+
 def shared_array_declarations(kernel) -> list[tuple[tuple[int, ...], bool]]:
     """Each shared array a kernel declares: (shape, computed) read from its source; `computed` if the shape is arithmetic."""
     facts = remote_facts(kernel)
@@ -361,11 +370,8 @@ def written_by_answer(kernel) -> bool:
         return False
     if written_outside_package(code):
         return True
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            inner = getattr(python_function(cell.cell_contents), "__code__", None)
-        except ValueError:  # an empty cell
-            continue
+    for value in closure_values(function):
+        inner = getattr(python_function(value), "__code__", None)
         if inner is not None and written_outside_package(inner):
             return True
     return False

@@ -29,6 +29,7 @@ from . import guard_value
 from .guard import wait_for_gpu
 from .launches import (
     RecordedLaunch,
+    closure_values,
     compile_problem,
     dynamic_shared_problems,
     float64_argument_problems,
@@ -38,8 +39,10 @@ from .launches import (
     kernel_launch_problems,
     kernel_parameter_names,
     kernels_of,
+    python_function,
     recorded_launches,
     shared_declaration_problems,
+    written_by_answer,
     written_outside_package,
 )
 from .remote import evidence
@@ -153,8 +156,6 @@ def input_changes(kept: Sequence[KeptInput], who: str, output: str = "out") -> l
 @evidence
 def _who(function: Callable[..., object]) -> str:
     """The answer's function by name: the launcher's own, or the answer's function a check's wrapper (a lambda) calls."""
-    from .launches import python_function, written_by_answer
-
     name = getattr(function, "__name__", "")
     if name and name.isidentifier():
         return name
@@ -210,12 +211,7 @@ def _given_values(launch: Callable[..., object]) -> list[object]:
     code = getattr(launch, "__code__", None)
     if code is None or written_outside_package(code):
         return []
-    values = list(launch.__defaults__ or ()) + list((launch.__kwdefaults__ or {}).values())
-    for cell in launch.__closure__ or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
+    values = list(launch.__defaults__ or ()) + list((launch.__kwdefaults__ or {}).values()) + closure_values(launch)
     return values + [item for value in values if isinstance(value, tuple) for item in value]
 
 
