@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import mode
-from ..arrays import poison_value, to_device, to_host
+from ..arrays import poison_value, poisoned, to_device, to_host, unwritten_mask
 from . import guard_value
 from .guard import wait_for_gpu
 from .launches import (
@@ -99,17 +99,12 @@ def keep_inputs(names: Sequence[str], values: Sequence[object]) -> list[KeptInpu
     for position, (name, value) in enumerate(zip(names, values)):
         host = host_copy(value)
         if host is not None:
-            if host.dtype.kind in "fiu" and host.size and _all_poisoned(host):
+            if host.dtype.kind in "fiu" and host.size and unwritten_mask(host).all():
                 continue  # poisoned all through: an output the check hands over to be written (the course's convention)
             kept.append(KeptInput(name, value, host, position))
         elif isinstance(value, (list, dict, set, bytearray)):
             kept.append(KeptInput(name, value, copy.deepcopy(value), position))
     return kept
-
-
-def _all_poisoned(host: np.ndarray) -> bool:
-    poison = poison_value(host.dtype)
-    return bool(np.isnan(host).all()) if host.dtype.kind == "f" else bool((host == poison).all())
 
 
 def _changed_elements(before: np.ndarray, after: np.ndarray) -> int:
@@ -321,7 +316,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     launches: list[RecordedLaunch] = []
     kept = keep_inputs([f"input {number + 1}" for number in range(len(inputs))], inputs)
     if guard is None:
-        probe = to_device(np.full(out_shape, poison_value(dtype), dtype=dtype))
+        probe = to_device(poisoned(out_shape, dtype))
         try:
             with recorded_launches(dry=True) as launches:
                 launch(probe, *inputs)
@@ -332,7 +327,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
         guard = guard_for(launches, out_shape)
         declared = shared_declaration_problems(kernels_of(launches)) + dynamic_shared_problems(launches)
         if declared:  # on a GPU the kernel would not even compile: say why before launching it
-            return Run(np.full(out_shape, poison_value(dtype), dtype), declared, launches, guard)
+            return Run(poisoned(out_shape, dtype), declared, launches, guard)
     results = []
     problems: list[str] = []
     for _ in range(max(1, repeats)):
@@ -344,12 +339,12 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
             if mode.on_gpu():  # poll, not a blocking synchronize: a kernel that never ends gets a message, not a hang
                 wait_for_gpu(_launched(launches))
         except IndexError as exc:
-            return Run(np.full(out_shape, poison_value(dtype), dtype), [index_problem(exc, BOUNDS_HINT)], launches, guard)
+            return Run(poisoned(out_shape, dtype), [index_problem(exc, BOUNDS_HINT)], launches, guard)
         except Exception as exc:
             message = compile_problem(exc)
             if message is None:
                 raise
-            return Run(np.full(out_shape, poison_value(dtype), dtype), [message], launches, guard)
+            return Run(poisoned(out_shape, dtype), [message], launches, guard)
         host = to_host(buffer)
         if kept:  # an input changed in place: that is the cause, whatever the output holds (a second run would differ)
             names = list(input_names) if input_names is not None else _input_names(launch, inputs, launches)
