@@ -164,6 +164,22 @@ def closure_values(function) -> list[object]:
     return values
 
 
+def _shared_array_calls(function) -> tuple[list[tuple[ast.expr | None, ast.expr | None]], dict[str, object]]:
+    """The (shape, dtype) expressions of each `cuda.shared.array` call in a function's source (None where not given), and
+    the names they may use (its globals and closure). Raises OSError or TypeError without source, SyntaxError."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    names = dict(getattr(function, "__globals__", {}))
+    with contextlib.suppress(TypeError, ValueError):
+        names.update(inspect.getclosurevars(function).nonlocals)
+    calls = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "shared"):
+            given = {k.arg: k.value for k in node.keywords}
+            calls.append((node.args[0] if node.args else given.get("shape"), node.args[1] if len(node.args) > 1 else given.get("dtype")))
+    return calls, names
+
+
 def shared_array_declarations(kernel) -> list[tuple[tuple[int, ...], bool]]:
     """Each shared array a kernel declares: (shape, computed) read from its source; `computed` if the shape is arithmetic."""
     facts = remote_facts(kernel)
@@ -171,19 +187,11 @@ def shared_array_declarations(kernel) -> list[tuple[tuple[int, ...], bool]]:
         return [(tuple(shape), computed) for shape, computed in facts["shared"]]
     function = python_function(kernel)
     try:
-        source = textwrap.dedent(inspect.getsource(function))
+        calls, names = _shared_array_calls(function)
     except (OSError, TypeError) as exc:
         raise ValueError(f"cannot read the source of {function!r}: {exc}") from None
-    names = dict(function.__globals__)
-    names.update(inspect.getclosurevars(function).nonlocals)
     shapes = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"):
-            continue
-        owner = node.func.value
-        if not (isinstance(owner, ast.Attribute) and owner.attr == "shared"):
-            continue
-        shape_node = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
+    for shape_node, _ in calls:
         if shape_node is None:
             continue
         value = eval(compile(ast.Expression(shape_node), "<shape>", "eval"), names)  # constants only, as Numba demands
@@ -213,21 +221,12 @@ def shared_declaration_problems(kernels: Sequence[object]) -> list[str]:
 
 def dynamic_shared_itemsizes(kernel) -> list[int]:
     """The item size (bytes) of each dynamic shared array (shape 0) a kernel declares, read from its source."""
-    function = python_function(kernel)
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        calls, names = _shared_array_calls(python_function(kernel))
     except (OSError, TypeError, SyntaxError):
         return []
-    names = dict(getattr(function, "__globals__", {}))
-    with contextlib.suppress(TypeError, ValueError):
-        names.update(inspect.getclosurevars(function).nonlocals)
     sizes = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
-                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "shared"):
-            continue
-        shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
-        dtype = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+    for shape, dtype in calls:
         if not (isinstance(shape, ast.Constant) and shape.value == 0) or dtype is None:
             continue
         try:
