@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import PACKAGE_DIR
 from .screen import (  # noqa: F401  (the screen's names, kept here for the modules and tests that use them)
     CHECK_MODULES,
     SHOWN_REFUSALS,
@@ -53,8 +54,6 @@ from .screen import (  # noqa: F401  (the screen's names, kept here for the modu
     screen_tree,
     watch,
 )
-
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------------------------
 # Deadlines

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import mode
+from . import PACKAGE_DIR  # the course's package: a kernel written there is the course's, not the answer's
 from .remote import evidence, remote_facts
 
 
@@ -42,8 +43,7 @@ class RecordedLaunch:
     @property
     def name(self) -> str:
         """The kernel's Python name."""
-        function = getattr(self.kernel, "py_func", None) or getattr(self.kernel, "fn", None) or self.kernel
-        return getattr(function, "__name__", "kernel")
+        return getattr(python_function(self.kernel), "__name__", "kernel")
 
     @property
     def extent(self) -> tuple[int, int, int]:
@@ -155,6 +155,31 @@ def python_function(kernel):
     return getattr(kernel, "py_func", None) or getattr(kernel, "fn", None) or kernel
 
 
+def closure_values(function) -> list[object]:
+    """The values a Python function's closure holds, in order (empty cells left out)."""
+    values = []
+    for cell in getattr(function, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+            values.append(cell.cell_contents)
+    return values
+
+
+def _shared_array_calls(function) -> tuple[list[tuple[ast.expr | None, ast.expr | None]], dict[str, object]]:
+    """The (shape, dtype) expressions of each `cuda.shared.array` call in a function's source (None where not given), and
+    the names they may use (its globals and closure). Raises OSError or TypeError without source, SyntaxError."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    names = dict(getattr(function, "__globals__", {}))
+    with contextlib.suppress(TypeError, ValueError):
+        names.update(inspect.getclosurevars(function).nonlocals)
+    calls = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "shared"):
+            given = {k.arg: k.value for k in node.keywords}
+            calls.append((node.args[0] if node.args else given.get("shape"), node.args[1] if len(node.args) > 1 else given.get("dtype")))
+    return calls, names
+
+
 def shared_array_declarations(kernel) -> list[tuple[tuple[int, ...], bool]]:
     """Each shared array a kernel declares: (shape, computed) read from its source; `computed` if the shape is arithmetic."""
     facts = remote_facts(kernel)
@@ -162,19 +187,11 @@ def shared_array_declarations(kernel) -> list[tuple[tuple[int, ...], bool]]:
         return [(tuple(shape), computed) for shape, computed in facts["shared"]]
     function = python_function(kernel)
     try:
-        source = textwrap.dedent(inspect.getsource(function))
+        calls, names = _shared_array_calls(function)
     except (OSError, TypeError) as exc:
         raise ValueError(f"cannot read the source of {function!r}: {exc}") from None
-    names = dict(function.__globals__)
-    names.update(inspect.getclosurevars(function).nonlocals)
     shapes = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"):
-            continue
-        owner = node.func.value
-        if not (isinstance(owner, ast.Attribute) and owner.attr == "shared"):
-            continue
-        shape_node = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
+    for shape_node, _ in calls:
         if shape_node is None:
             continue
         value = eval(compile(ast.Expression(shape_node), "<shape>", "eval"), names)  # constants only, as Numba demands
@@ -204,21 +221,12 @@ def shared_declaration_problems(kernels: Sequence[object]) -> list[str]:
 
 def dynamic_shared_itemsizes(kernel) -> list[int]:
     """The item size (bytes) of each dynamic shared array (shape 0) a kernel declares, read from its source."""
-    function = python_function(kernel)
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        calls, names = _shared_array_calls(python_function(kernel))
     except (OSError, TypeError, SyntaxError):
         return []
-    names = dict(getattr(function, "__globals__", {}))
-    with contextlib.suppress(TypeError, ValueError):
-        names.update(inspect.getclosurevars(function).nonlocals)
     sizes = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
-                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "shared"):
-            continue
-        shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
-        dtype = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "dtype"), None)
+    for shape, dtype in calls:
         if not (isinstance(shape, ast.Constant) and shape.value == 0) or dtype is None:
             continue
         try:
@@ -332,11 +340,9 @@ def kernels_of(launches: Sequence[RecordedLaunch]) -> list[object]:
 # ---------------------------------------------------------------------------------------------
 # Whose kernels did the work
 
-#: The course's package: a kernel written here is the course's, not the answer's.
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
-
-def _written_outside_package(code) -> bool:
+def written_outside_package(code) -> bool:
+    """Whether a code object was written outside the course's package (a notebook cell, `__main__`, a test module)."""
     if code.co_filename.startswith("<"):  # <ipython-input-...>, <string>: code typed in a cell or given to exec
         return True
     return not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
@@ -361,14 +367,11 @@ def written_by_answer(kernel) -> bool:
     code = getattr(function, "__code__", None)
     if code is None:
         return False
-    if _written_outside_package(code):
+    if written_outside_package(code):
         return True
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            inner = getattr(python_function(cell.cell_contents), "__code__", None)
-        except ValueError:  # an empty cell
-            continue
-        if inner is not None and _written_outside_package(inner):
+    for value in closure_values(function):
+        inner = getattr(python_function(value), "__code__", None)
+        if inner is not None and written_outside_package(inner):
             return True
     return False
 
@@ -406,7 +409,8 @@ def _wide_argument(value) -> str | None:
     return None
 
 
-def _parameter_names(kernel) -> list[str]:
+def kernel_parameter_names(kernel) -> list[str]:
+    """The names of a kernel's parameters, in order (empty if its Python function cannot be read)."""
     code = getattr(python_function(kernel), "__code__", None)
     return list(code.co_varnames[:code.co_argcount]) if code is not None else []
 
@@ -419,7 +423,7 @@ def float64_argument_problems(launches: Sequence[RecordedLaunch], given: Sequenc
     for launch in launches:
         if not written_by_answer(launch.kernel):
             continue
-        names = _parameter_names(launch.kernel)
+        names = kernel_parameter_names(launch.kernel)
         for position, value in enumerate(launch.args):
             wide = None if id(value) in given_ids else _wide_argument(value)
             if wide:

@@ -141,11 +141,6 @@ def _own_constants_only() -> Iterator[None]:
         providers.CONSTANTS_CACHE.cache.clear()
 
 
-def first_problem(problems: Iterable[str | None]) -> str | None:
-    """The first problem found (None if none): properties are checked in order, the cause before its consequences."""
-    return next((problem for problem in problems if problem), None)
-
-
 # ---------------------------------------------------------------------------------------------
 # Invariants of every kernel exercise, in words (a check adds them when `run_checked` said nothing)
 

@@ -20,16 +20,16 @@ import copy
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from .. import mode
-from ..arrays import poison_value, to_device, to_host
+from ..arrays import poison_value, poisoned, to_device, to_host, unwritten_mask
 from . import guard_value
 from .guard import wait_for_gpu
 from .launches import (
     RecordedLaunch,
+    closure_values,
     compile_problem,
     dynamic_shared_problems,
     float64_argument_problems,
@@ -37,9 +37,13 @@ from .launches import (
     guard_for,
     index_problem,
     kernel_launch_problems,
+    kernel_parameter_names,
     kernels_of,
+    python_function,
     recorded_launches,
     shared_declaration_problems,
+    written_by_answer,
+    written_outside_package,
 )
 from .remote import evidence
 from .trace import poisoned_shared_memory
@@ -95,17 +99,12 @@ def keep_inputs(names: Sequence[str], values: Sequence[object]) -> list[KeptInpu
     for position, (name, value) in enumerate(zip(names, values)):
         host = host_copy(value)
         if host is not None:
-            if host.dtype.kind in "fiu" and host.size and _all_poisoned(host):
+            if host.dtype.kind in "fiu" and host.size and unwritten_mask(host).all():
                 continue  # poisoned all through: an output the check hands over to be written (the course's convention)
             kept.append(KeptInput(name, value, host, position))
         elif isinstance(value, (list, dict, set, bytearray)):
             kept.append(KeptInput(name, value, copy.deepcopy(value), position))
     return kept
-
-
-def _all_poisoned(host: np.ndarray) -> bool:
-    poison = poison_value(host.dtype)
-    return bool(np.isnan(host).all()) if host.dtype.kind == "f" else bool((host == poison).all())
 
 
 def _changed_elements(before: np.ndarray, after: np.ndarray) -> int:
@@ -152,8 +151,6 @@ def input_changes(kept: Sequence[KeptInput], who: str, output: str = "out") -> l
 @evidence
 def _who(function: Callable[..., object]) -> str:
     """The answer's function by name: the launcher's own, or the answer's function a check's wrapper (a lambda) calls."""
-    from .launches import python_function, written_by_answer
-
     name = getattr(function, "__name__", "")
     if name and name.isidentifier():
         return name
@@ -195,10 +192,10 @@ def _input_names(launch: Callable[..., object], inputs: Sequence[object], launch
         for recorded in launches:
             if name:
                 break
-            code = getattr(getattr(recorded.kernel, "py_func", None) or getattr(recorded.kernel, "fn", None), "__code__", None)
+            parameters = kernel_parameter_names(recorded.kernel)
             for index, argument in enumerate(recorded.args):
-                if argument is value and code is not None and index < code.co_argcount:
-                    name = code.co_varnames[index]
+                if argument is value and index < len(parameters):
+                    name = parameters[index]
                     break
         names.append(name or (own[position] if position < len(own) else f"input {position + 1}"))
     return names
@@ -206,17 +203,10 @@ def _input_names(launch: Callable[..., object], inputs: Sequence[object], launch
 
 def _given_values(launch: Callable[..., object]) -> list[object]:
     """The values a check's own wrapper (a lambda written in the course's package) carries: its defaults and closure."""
-    from .launches import PACKAGE_DIR
-
     code = getattr(launch, "__code__", None)
-    if code is None or code.co_filename.startswith("<") or not Path(code.co_filename).resolve().is_relative_to(PACKAGE_DIR):
+    if code is None or written_outside_package(code):
         return []
-    values = list(launch.__defaults__ or ()) + list((launch.__kwdefaults__ or {}).values())
-    for cell in launch.__closure__ or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
+    values = list(launch.__defaults__ or ()) + list((launch.__kwdefaults__ or {}).values()) + closure_values(launch)
     return values + [item for value in values if isinstance(value, tuple) for item in value]
 
 
@@ -326,7 +316,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
     launches: list[RecordedLaunch] = []
     kept = keep_inputs([f"input {number + 1}" for number in range(len(inputs))], inputs)
     if guard is None:
-        probe = to_device(np.full(out_shape, poison_value(dtype), dtype=dtype))
+        probe = to_device(poisoned(out_shape, dtype))
         try:
             with recorded_launches(dry=True) as launches:
                 launch(probe, *inputs)
@@ -337,7 +327,7 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
         guard = guard_for(launches, out_shape)
         declared = shared_declaration_problems(kernels_of(launches)) + dynamic_shared_problems(launches)
         if declared:  # on a GPU the kernel would not even compile: say why before launching it
-            return Run(np.full(out_shape, poison_value(dtype), dtype), declared, launches, guard)
+            return Run(poisoned(out_shape, dtype), declared, launches, guard)
     results = []
     problems: list[str] = []
     for _ in range(max(1, repeats)):
@@ -349,12 +339,12 @@ def run_checked(launch: Callable[..., object], out_shape: tuple[int, ...], dtype
             if mode.on_gpu():  # poll, not a blocking synchronize: a kernel that never ends gets a message, not a hang
                 wait_for_gpu(_launched(launches))
         except IndexError as exc:
-            return Run(np.full(out_shape, poison_value(dtype), dtype), [index_problem(exc, BOUNDS_HINT)], launches, guard)
+            return Run(poisoned(out_shape, dtype), [index_problem(exc, BOUNDS_HINT)], launches, guard)
         except Exception as exc:
             message = compile_problem(exc)
             if message is None:
                 raise
-            return Run(np.full(out_shape, poison_value(dtype), dtype), [message], launches, guard)
+            return Run(poisoned(out_shape, dtype), [message], launches, guard)
         host = to_host(buffer)
         if kept:  # an input changed in place: that is the cause, whatever the output holds (a second run would differ)
             names = list(input_names) if input_names is not None else _input_names(launch, inputs, launches)

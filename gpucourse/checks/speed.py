@@ -315,9 +315,10 @@ def slow_cause(mine: Sequence[KernelEvidence], reference: Sequence[KernelEvidenc
 
 def _device_arrays(function: Callable) -> dict[int, object]:
     """The device arrays a function closes over or takes as defaults, by id."""
+    from .launches import closure_values
+
     found = {}
-    cells = [cell.cell_contents for cell in (getattr(function, "__closure__", None) or ()) if cell.cell_contents is not None]
-    for value in cells + list(getattr(function, "__defaults__", None) or ()):
+    for value in closure_values(function) + list(getattr(function, "__defaults__", None) or ()):
         if hasattr(value, "__cuda_array_interface__") or hasattr(value, "copy_to_host"):
             found[id(value)] = value
     return found

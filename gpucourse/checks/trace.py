@@ -1092,16 +1092,21 @@ sys.stdout.write("TRACE" + trace._trace_to_json(result))
 """
 
 
+def in_simulator_subprocess(script: str, job: dict, marker: str, failure: str, timeout: float = 600) -> str:
+    """Run `script` in a Python subprocess in simulator mode, `job` pickled on its stdin, and return what it prints after
+    `marker`; raise ReplayError (`failure`, then the end of its stderr) if it fails or prints no marker. `timeout` in s."""
+    environment = {**os.environ, "GPUCOURSE_MODE": "simulator", "NUMBA_ENABLE_CUDASIM": "1"}
+    done = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(job), capture_output=True, env=environment, timeout=timeout)
+    output = done.stdout.decode()
+    if done.returncode != 0 or marker not in output:
+        raise ReplayError(f"{failure}: {done.stderr.decode()[-1500:]}")
+    return output.split(marker, 1)[1]
+
+
 def replayed_trace(entry: Callable, arguments: Sequence[tuple[str, str, object]], shared: bool = True) -> Trace:
     """Run `entry(*arguments)` in a simulator subprocess and return what was traced there."""
-    payload = describe_launcher(entry, portable=True)
-    job = {"payload": payload, "arguments": list(arguments), "shared": shared}
-    environment = {**os.environ, "GPUCOURSE_MODE": "simulator", "NUMBA_ENABLE_CUDASIM": "1"}
-    done = subprocess.run([sys.executable, "-c", _REPLAY_SCRIPT], input=pickle.dumps(job), capture_output=True, env=environment, timeout=600)
-    output = done.stdout.decode()
-    if done.returncode != 0 or "TRACE" not in output:
-        raise ReplayError(f"the replay in the simulator failed: {done.stderr.decode()[-1500:]}")
-    return _trace_from_json(output.split("TRACE", 1)[1])
+    job = {"payload": describe_launcher(entry, portable=True), "arguments": list(arguments), "shared": shared}
+    return _trace_from_json(in_simulator_subprocess(_REPLAY_SCRIPT, job, "TRACE", "the replay in the simulator failed"))
 
 
 @evidence  # under autograde: recorded where the answer runs, replayed by the grader (remote.py)

@@ -15,9 +15,6 @@ import itertools
 import json
 import math
 import os
-import pickle
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,17 +94,12 @@ sys.stdout.write("WORK" + json.dumps(work._counts_here(launchers, job["arguments
 
 def _counts_replayed(launchers: Sequence[Callable], arguments: Sequence[Sequence[tuple[str, str, object]]]) -> list[list[int]]:
     from .guard import paused
-    from .trace import ReplayError, describe_launcher
+    from .trace import describe_launcher, in_simulator_subprocess
 
     job = {"payloads": [describe_launcher(launcher, portable=True) for launcher in launchers], "arguments": [list(a) for a in arguments]}
-    environment = {**os.environ, "GPUCOURSE_MODE": "simulator", "NUMBA_ENABLE_CUDASIM": "1"}
     with paused():  # the subprocess has its own time limit
-        done = subprocess.run([sys.executable, "-c", _COUNT_SCRIPT], input=pickle.dumps(job), capture_output=True, env=environment,
-                              timeout=REPLAY_SECONDS)
-    output = done.stdout.decode()
-    if done.returncode != 0 or "WORK" not in output:
-        raise ReplayError(f"counting the kernels' work in the simulator failed: {done.stderr.decode()[-1500:]}")
-    return json.loads(output.split("WORK", 1)[1])
+        output = in_simulator_subprocess(_COUNT_SCRIPT, job, "WORK", "counting the kernels' work in the simulator failed", REPLAY_SECONDS)
+    return json.loads(output)
 
 
 @evidence
