@@ -541,16 +541,6 @@ def recorded(check: Callable, module: str) -> Callable:
     return recording
 
 
-def record_checks(module) -> None:
-    """Under autograde (TRANSCRIPT_ENV set), make every `check_*` of a chapter module record its transcript (in place, once)."""
-    if not os.environ.get(TRANSCRIPT_ENV):
-        return
-    short = module.__name__.rsplit(".", 1)[-1]
-    for name, value in list(vars(module).items()):
-        if name.startswith("check_") and callable(value) and not getattr(value, "_gpucourse_recorded", False):
-            setattr(module, name, recorded(value, short))
-
-
 # ---------------------------------------------------------------------------------------------
 # The grader's side
 
