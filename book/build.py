@@ -586,19 +586,22 @@ def records_page(stage_dir: Path, files: list[str], records: Path) -> str:
 VERSIONS_DICT = re.compile(r"^(\s*-\s*versions:\s*)(\{.*\})\s*$", re.M)
 
 
+def versions_in_words(recorded) -> str:
+    """A record's versions as a reader meets them: 'python 3.12.3, numpy 2.4.6', not the Python dict the record holds."""
+    import ast
+
+    try:
+        found = ast.literal_eval(recorded) if isinstance(recorded, str) else recorded
+    except (ValueError, SyntaxError):
+        return str(recorded)
+    return ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else str(recorded)
+
+
 def readable_record(text: str) -> str:
     """A record page as a reader should meet it: versions as words, not a Python dict; issue numbers out of its title; Numba's
     occupancy warnings left out; a run that failed says so at its top, in words."""
-    import ast
-
-    def versions(match: re.Match) -> str:
-        try:
-            found = ast.literal_eval(match.group(2))
-        except (ValueError, SyntaxError):
-            return match.group(0)
-        return match.group(1) + ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else match.group(0)
-
-    text = OCCUPANCY_WARNING.sub("", VERSIONS_DICT.sub(versions, text))  # Numba's occupancy warning is noise in a record's log too
+    text = VERSIONS_DICT.sub(lambda match: match.group(1) + versions_in_words(match.group(2)), text)
+    text = OCCUPANCY_WARNING.sub("", text)  # Numba's occupancy warning is noise in a record's log too
     text = re.sub(r"^(#\s+.*?)\s*\((?:issues?|#)\s*\d+[^)]*\)\s*$", r"\1", text, count=1, flags=re.M)
     failed = re.findall(r"\*\*This chapter's measurements failed:\*\*\s*`([^`]*)`", text)
     if failed:

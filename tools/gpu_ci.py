@@ -497,14 +497,8 @@ def describe_gpus() -> dict:
 
 
 def versions_in_words(recorded) -> str:
-    """A record's versions as a reader meets them: 'python 3.12.3, numpy 2.4.6', not the Python dict the record holds."""
-    import ast
-
-    try:
-        found = ast.literal_eval(recorded) if isinstance(recorded, str) else recorded
-    except (ValueError, SyntaxError):
-        return str(recorded)
-    return ", ".join(f"{name} {version}" for name, version in found.items()) if isinstance(found, dict) else str(recorded)
+    """A record's versions as a reader meets them: 'python 3.12.3, numpy 2.4.6' (the website's words, book/build.py)."""
+    return site_build().versions_in_words(recorded)
 
 
 def versions() -> str:
@@ -680,13 +674,20 @@ def save_executed(run: Run, path: Path, notebook) -> None:
     nbformat.write(notebook, copy)
 
 
-def stale_notebooks(measurements: Path = ROOT / "measurements") -> list[Path]:
-    """The chapter notebooks whose website pages no GPU record of their current code serves (book/build.py's rule: chapter
-    4's only from a record of 2 or more GPUs): what `--stale` runs."""
+@functools.cache
+def site_build():
+    """book/build.py as a module: the website's rules (which pages wait for a record, how a record reads)."""
     spec = importlib.util.spec_from_file_location("gpucourse_site_build", ROOT / "book" / "build.py")
     site = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = site  # its dataclasses look their module up
     spec.loader.exec_module(site)
+    return site
+
+
+def stale_notebooks(measurements: Path = ROOT / "measurements") -> list[Path]:
+    """The chapter notebooks whose website pages no GPU record of their current code serves (book/build.py's rule: chapter
+    4's only from a record of 2 or more GPUs): what `--stale` runs."""
+    site = site_build()
     return site.waiting_pages(site.chapters(ROOT), site.gpu_records(measurements))
 
 

@@ -26,5 +26,7 @@ def solution_cells(name: str) -> Iterator[tuple[int, str, types.CodeType]]:
 
 
 def is_check_cell(source: str) -> bool:
-    """Whether a cell calls an exercise check (`chN.check_...`)."""
-    return ".check_" in source
+    """Whether a cell calls an exercise check (`chN.check_...`): the rule that makes it an nbgrader check cell."""
+    from gpucourse.exercises import CHECK_CALL  # the scripts that import this module put the checkout on sys.path first
+
+    return bool(CHECK_CALL.search(source))

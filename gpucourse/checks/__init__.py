@@ -225,21 +225,30 @@ def reports_unanswered(check: Callable[..., object]) -> Callable[..., object]:
     return answered
 
 
+def chapter_checks(module) -> list[tuple[str, Callable[..., object]]]:
+    """The public `check_*` functions a chapter module defines, with their names: what the course wraps (limit, stub, transcript)."""
+    return [(name, value) for name, value in vars(module).items()
+            if name.startswith("check_") and callable(value) and getattr(value, "__module__", None) == module.__name__]
+
+
 def _limit_chapter_checks() -> None:
     """Load the chapter modules and put each check under a time limit (`guard.limited_check`): every check ends; an unanswered
-    exercise gets the check's own "not yet right" (`reports_unanswered`)."""
+    exercise gets the check's own "not yet right" (`reports_unanswered`); under autograde, each check writes the grader's
+    transcript (`remote.recorded`)."""
     import importlib
+    import os
 
     from .guard import CHECK_MODULES, limit_checks
-    from .remote import record_checks
+    from .remote import TRANSCRIPT_ENV, recorded
 
     for name in sorted(CHECK_MODULES):
         module = importlib.import_module(f"{__name__}.{name}")
         limit_checks(module)
-        for attribute, value in list(vars(module).items()):
-            if attribute.startswith("check_") and callable(value) and getattr(value, "__module__", None) == module.__name__:
-                setattr(module, attribute, reports_unanswered(value))
-        record_checks(module)  # under autograde only: the grader's transcript (remote.py)
+        for attribute, check in chapter_checks(module):
+            check = reports_unanswered(check)
+            if os.environ.get(TRANSCRIPT_ENV) and not getattr(check, "_gpucourse_recorded", False):
+                check = recorded(check, name)
+            setattr(module, attribute, check)
 
 
 _limit_chapter_checks()

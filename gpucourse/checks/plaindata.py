@@ -205,8 +205,7 @@ def _root(value):
         return id(base), lambda: base.get(), lambda host: base.set(host)
     inner = getattr(value, "_ary", None)
     if isinstance(inner, np.ndarray):  # the simulator's device array wraps a NumPy array
-        key, read, write = _root(inner)
-        return key, read, write
+        return _root(inner)
     try:  # a Numba device array on a GPU: the whole allocation its memory belongs to, as bytes (a framed output's guard band too)
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
 

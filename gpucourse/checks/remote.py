@@ -475,6 +475,7 @@ def _config(configuration) -> list:
 def _launches_recorded(session: Recording) -> Iterator[None]:
     """In the worker, route launches of the answer's kernels through the session (simulator and GPU)."""
     from .. import mode
+    from .launches import _dims3
 
     if mode.is_simulator():
         from numba.cuda.simulator import kernel as simulated
@@ -484,7 +485,7 @@ def _launches_recorded(session: Recording) -> Iterator[None]:
         def call(self, *args):
             if self._device or simulated._kernel_context:
                 return original(self, *args)
-            config = [list(_pad3(self.grid_dim)), list(_pad3(self.block_dim)), int(getattr(self, "dynshared_size", 0) or 0)]
+            config = [list(_dims3(self.grid_dim)), list(_dims3(self.block_dim)), int(getattr(self, "dynshared_size", 0) or 0)]
             return session.launch_hook(self, config, args, lambda *a: original(self, *a))
 
         simulated.FakeCUDAKernel.__call__ = call
@@ -498,7 +499,7 @@ def _launches_recorded(session: Recording) -> Iterator[None]:
         original = dispatcher._LaunchConfiguration.__call__
 
         def launch(self, *args):
-            config = [list(_pad3(self.griddim)), list(_pad3(self.blockdim)), int(self.sharedmem or 0)]
+            config = [list(_dims3(self.griddim)), list(_dims3(self.blockdim)), int(self.sharedmem or 0)]
             return session.launch_hook(self.dispatcher, config, args, lambda *a: original(self, *a))
 
         dispatcher._LaunchConfiguration.__call__ = launch
@@ -506,12 +507,6 @@ def _launches_recorded(session: Recording) -> Iterator[None]:
             yield
         finally:
             dispatcher._LaunchConfiguration.__call__ = original
-
-
-def _pad3(value) -> tuple[int, int, int]:
-    from .launches import _dims3
-
-    return _dims3(value)
 
 
 def recorded(check: Callable, module: str) -> Callable:
@@ -544,16 +539,6 @@ def recorded(check: Callable, module: str) -> Callable:
 
     recording._gpucourse_recorded = True
     return recording
-
-
-def record_checks(module) -> None:
-    """Under autograde (TRANSCRIPT_ENV set), make every `check_*` of a chapter module record its transcript (in place, once)."""
-    if not os.environ.get(TRANSCRIPT_ENV):
-        return
-    short = module.__name__.rsplit(".", 1)[-1]
-    for name, value in list(vars(module).items()):
-        if name.startswith("check_") and callable(value) and not getattr(value, "_gpucourse_recorded", False):
-            setattr(module, name, recorded(value, short))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from . import CheckFailed, remote
+from . import CheckFailed, chapter_checks, remote
 from .guard import CHECK_MODULES
 
 SEED = "replaying"
@@ -78,6 +78,5 @@ def every_check_graded_apart(monkeypatch, tmp_path):
     count = itertools.count()
     for short in sorted(CHECK_MODULES):
         module = importlib.import_module(f"gpucourse.checks.{short}")
-        for name, value in list(vars(module).items()):
-            if name.startswith("check_") and callable(value) and getattr(value, "__module__", None) == module.__name__:
-                monkeypatch.setattr(module, name, twice(value, short, tmp_path / "transcripts", count))
+        for name, value in chapter_checks(module):
+            monkeypatch.setattr(module, name, twice(value, short, tmp_path / "transcripts", count))

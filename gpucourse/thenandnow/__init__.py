@@ -200,11 +200,7 @@ def write(report: Report, out_dir: str | Path, merge: bool = True) -> dict[str, 
     With `merge` (the default), a report already in `out_dir` of the same kind (GPU or simulator) keeps
     every chapter this one did not run: a run of one chapter replaces that chapter only.
     """
-    earlier = read(out_dir) if merge else None
-    if earlier is not None and bool(earlier[0].meta.get("simulated")) == report.simulated:
-        mine = {c.number for c in report.chapters}
-        return _write_files(merged(earlier[0], report), Path(out_dir), {n: b for n, b in earlier[1].items() if n not in mine})
-    return _write_files(report, Path(out_dir), {})
+    return _write_merged(report, {}, Path(out_dir)) if merge else _write_files(report, Path(out_dir), {})
 
 
 def file_into(source_dir: str | Path, target_dir: str | Path) -> dict[str, Path]:
@@ -212,13 +208,17 @@ def file_into(source_dir: str | Path, target_dir: str | Path) -> dict[str, Path]
     found = read(source_dir)
     if found is None:
         raise FileNotFoundError(f"no report.json in {source_dir}")
-    later, later_blocks = found
-    earlier = read(target_dir)
+    return _write_merged(*found, Path(target_dir))
+
+
+def _write_merged(later: Report, later_blocks: dict[int, str], out: Path) -> dict[str, Path]:
+    """Write `later` (its chapters' HTML blocks, if any) into `out`, merged with a report of the same kind (GPU or simulator)
+    already there: each of its chapters replaces that chapter only."""
+    earlier = read(out)
     if earlier is None or bool(earlier[0].meta.get("simulated")) != later.simulated:
-        return _write_files(later, Path(target_dir), later_blocks)
+        return _write_files(later, out, later_blocks)
     mine = {c.number for c in later.chapters}
-    kept = {**{n: b for n, b in earlier[1].items() if n not in mine}, **later_blocks}
-    return _write_files(merged(earlier[0], later), Path(target_dir), kept)
+    return _write_files(merged(earlier[0], later), out, {**{n: b for n, b in earlier[1].items() if n not in mine}, **later_blocks})
 
 
 def _write_files(report: Report, out: Path, kept: dict[int, str]) -> dict[str, Path]:
