@@ -15,6 +15,24 @@ from numba import cuda
 
 from gpucourse.checks import CheckFailed, ch1, ch7, guard
 
+
+@pytest.fixture(autouse=True)
+def no_simulated_thread_outlives_its_test():
+    """The endless kernels here are stopped by the checks; under a loaded machine a stopped simulated thread can take longer
+    than the checks' grace to end, and would then slow the next test file this worker runs. Wait for them (up to 10 s)."""
+    yield
+    from gpucourse import mode
+
+    if not mode.is_simulator():
+        return
+    from numba.cuda.simulator.kernel import BlockThread
+
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if not any(isinstance(thread, BlockThread) and thread.is_alive() for thread in threading.enumerate()):
+            return
+        guard._stop_simulated_threads(grace_s=1.0)
+
 # --- tamper attempts: each an answer cell a student could write to get the check's pass line without a right answer.
 FAKE_CHECKS = '''class _Passing:
     def check_expected_streamed_time(self, function):
